@@ -1,0 +1,15 @@
+// The CLI verbs. Each takes the arguments after the verb and returns the process exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace jet::cli {
+
+using Args = std::vector<std::string>;
+
+int cmd_tokenize(const Args& args);    // cmd_tokenize.cpp
+int cmd_detokenize(const Args& args);  // cmd_tokenize.cpp
+int cmd_inspect(const Args& args);     // cmd_inspect.cpp
+
+}  // namespace jet::cli

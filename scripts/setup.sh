@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages JetEngine needs (only those missing), then configures and builds
+# into ./build. Safe to run again: it does only what is left to do.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake ninja-build g++ clang pkg-config libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libpcre2-dev libutf8proc-dev libopenblas-dev libomp-dev
+  python3 python3-dev python3-numpy python3-pytest python3-jinja2 python3-tqdm pybind11-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -q
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Add the CUDA toolkit to PATH when it is installed but not on PATH, so JET_CUDA turns on by itself.
+if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH=/usr/local/cuda/bin:$PATH
+fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release ${JET_CMAKE_ARGS:-}
+cmake --build build -j"$(nproc)"

@@ -1,0 +1,38 @@
+// Element types of checkpoint tensors (bf16, f16, f32) and exact conversions to and from f32.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace jet {
+
+enum class DType : uint8_t { F32, F16, BF16, I32 };
+
+inline size_t dtype_size(DType t) { return t == DType::F16 || t == DType::BF16 ? 2 : 4; }
+std::string_view dtype_name(DType t);  // "F32", "F16", "BF16", "I32" (the safetensors spelling)
+
+inline float bf16_to_f32(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Round to nearest even, NaN kept quiet.
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+
+// Converts n elements of type `from` at src into f32 at dst.
+void convert_to_f32(DType from, const void* src, float* dst, size_t n);
+
+}  // namespace jet
