@@ -1,0 +1,103 @@
+// The backend-independent parts of Backend: allocation helpers, batch upload, the KV cache and
+// decode-state layouts, and the small host->backend writes of slot state.
+#include "backend/backend.h"
+
+#include <cstring>
+
+namespace jet {
+
+Tensor Backend::alloc_tensor(std::vector<Buffer>& owner, DType dtype, std::initializer_list<int64_t> dims) {
+  Tensor shape_only(nullptr, dtype, dims);
+  owner.push_back(alloc(shape_only.nbytes()));
+  return owner.back().view(dtype, dims);
+}
+
+namespace {
+
+Tensor upload_i32(Backend& be, std::vector<Buffer>& owner, const std::vector<int32_t>& v,
+                  std::initializer_list<int64_t> dims) {
+  Tensor t = be.alloc_tensor(owner, DType::I32, dims);
+  JET_ASSERT(t.numel() == static_cast<int64_t>(v.size()));
+  if (!v.empty()) be.upload(t.data, v.data(), v.size() * sizeof(int32_t));
+  return t;
+}
+
+}  // namespace
+
+void Backend::upload_batch(ForwardBatch& batch, std::vector<Buffer>& owner) {
+  const BatchLayout& h = batch.host;
+  JET_ASSERT(static_cast<int>(h.positions.size()) == h.num_tokens);
+  JET_ASSERT(static_cast<int>(h.seq_starts.size()) == h.num_seqs + 1);
+  JET_ASSERT(static_cast<int>(h.cached_lens.size()) == h.num_seqs);
+  JET_ASSERT(static_cast<int64_t>(h.page_table.size()) == int64_t{h.num_seqs} * h.max_pages);
+  batch.positions = upload_i32(*this, owner, h.positions, {h.num_tokens});
+  batch.seq_starts = upload_i32(*this, owner, h.seq_starts, {h.num_seqs + 1});
+  batch.cached_lens = upload_i32(*this, owner, h.cached_lens, {h.num_seqs});
+  batch.page_table = upload_i32(*this, owner, h.page_table, {h.num_seqs, h.max_pages});
+}
+
+KvCache Backend::alloc_kv_cache(int layers, int num_pages, int page_size, int kv_heads, int head_dim) {
+  KvCache kv;
+  kv.num_pages = num_pages;
+  kv.page_size = page_size;
+  kv.kv_heads = kv_heads;
+  kv.head_dim = head_dim;
+  for (int l = 0; l < layers; ++l) {
+    kv.k.push_back(alloc_tensor(kv.storage, compute_dtype(), {num_pages, page_size, kv_heads, head_dim}));
+    kv.v.push_back(alloc_tensor(kv.storage, compute_dtype(), {num_pages, page_size, kv_heads, head_dim}));
+  }
+  return kv;
+}
+
+DecodeState Backend::alloc_decode_state(int num_slots, int block_length, int vocab) {
+  DecodeState st;
+  st.num_slots = num_slots;
+  st.block_length = block_length;
+  st.vocab = vocab;
+  st.seen_words = (vocab + 31) / 32;
+  st.tokens = alloc_tensor(st.storage, DType::I32, {num_slots, block_length});
+  st.trajectory = alloc_tensor(st.storage, DType::I32, {num_slots, block_length});
+  st.logprobs = alloc_tensor(st.storage, DType::F32, {num_slots, block_length});
+  st.entropies = alloc_tensor(st.storage, DType::F32, {num_slots, block_length});
+  st.masks_left = alloc_tensor(st.storage, DType::I32, {num_slots});
+  static_assert(sizeof(SlotParams) % 4 == 0);
+  st.params = alloc_tensor(st.storage, DType::I32, {num_slots, static_cast<int64_t>(sizeof(SlotParams) / 4)});
+  st.seen = alloc_tensor(st.storage, DType::I32, {num_slots, st.seen_words});
+  return st;
+}
+
+void Backend::set_slot_params(DecodeState& st, int slot, const SlotParams& p) {
+  JET_ASSERT(slot >= 0 && slot < st.num_slots);
+  upload(st.params.ptr<char>() + slot * sizeof(SlotParams), &p, sizeof(SlotParams));
+}
+
+void Backend::start_block(DecodeState& st, int slot, const std::vector<int32_t>& tokens, int32_t mask_id) {
+  const int B = st.block_length;
+  JET_ASSERT(slot >= 0 && slot < st.num_slots && static_cast<int>(tokens.size()) == B);
+  std::vector<int32_t> zeros_i(B, 0);
+  std::vector<float> zeros_f(B, 0.0f);
+  int32_t masks = 0;
+  for (int32_t t : tokens) masks += t == mask_id;
+  upload(st.tokens.ptr<int32_t>() + slot * B, tokens.data(), B * sizeof(int32_t));
+  upload(st.trajectory.ptr<int32_t>() + slot * B, zeros_i.data(), B * sizeof(int32_t));
+  upload(st.logprobs.ptr<float>() + slot * B, zeros_f.data(), B * sizeof(float));
+  upload(st.entropies.ptr<float>() + slot * B, zeros_f.data(), B * sizeof(float));
+  upload(st.masks_left.ptr<int32_t>() + slot, &masks, sizeof(int32_t));
+}
+
+void Backend::clear_seen(DecodeState& st, int slot) {
+  std::vector<uint32_t> zeros(st.seen_words, 0);
+  upload(st.seen.ptr<uint32_t>() + size_t(slot) * st.seen_words, zeros.data(), zeros.size() * 4);
+}
+
+void Backend::mark_seen(DecodeState& st, int slot, const std::vector<int32_t>& ids) {
+  std::vector<uint32_t> words(st.seen_words);
+  uint32_t* row = st.seen.ptr<uint32_t>() + size_t(slot) * st.seen_words;
+  download(words.data(), row, words.size() * 4);
+  for (int32_t id : ids) {
+    if (id >= 0 && id < st.vocab) words[id / 32] |= 1u << (id % 32);
+  }
+  upload(row, words.data(), words.size() * 4);
+}
+
+}  // namespace jet

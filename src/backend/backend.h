@@ -1,0 +1,184 @@
+// The backend interface: memory, the op table the models need, and the per-step decode op
+// (sampling + remasking). The engine and the models see only this; the CPU backend is the
+// reference, the CUDA backend its twin. Batch data reaches ops as explicit arguments.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/tensor.h"
+
+namespace jet {
+
+// --- Batch description -------------------------------------------------------------------------
+
+// One forward over several sequences. Sequence s contributes the packed rows
+// [seq_starts[s], seq_starts[s+1]): new tokens at positions cached_lens[s], cached_lens[s] + 1, ...
+// Every forward first writes the K/V of its tokens into the cache at their positions, then a query
+// at position p attends every key at position q < cached_lens[s] + num_new[s] such that, when
+// mask_block > 0, floor(q / mask_block) <= floor(p / mask_block) (block-causal, SDAR); with
+// mask_block == 0 the attention is bidirectional (LLaDA). See docs/decoding.md §1.
+struct BatchLayout {
+  int num_seqs = 0;
+  int num_tokens = 0;
+  int max_pages = 0;                 // width of page_table
+  int mask_block = 0;                // 0 = bidirectional, else the block length
+  std::vector<int32_t> positions;    // [num_tokens]
+  std::vector<int32_t> seq_starts;   // [num_seqs + 1]
+  std::vector<int32_t> cached_lens;  // [num_seqs]
+  std::vector<int32_t> page_table;   // [num_seqs, max_pages], row-major, -1 for unused entries
+};
+
+// The same, as tensors in backend memory (filled by Backend::upload_batch).
+struct ForwardBatch {
+  BatchLayout host;
+  Tensor positions;    // i32 [num_tokens]
+  Tensor seq_starts;   // i32 [num_seqs + 1]
+  Tensor cached_lens;  // i32 [num_seqs]
+  Tensor page_table;   // i32 [num_seqs, max_pages]
+};
+
+// Paged KV cache: per layer K and V of shape [num_pages, page_size, kv_heads, head_dim].
+struct KvCache {
+  int num_pages = 0;
+  int page_size = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  std::vector<Tensor> k, v;  // one per layer
+  std::vector<Buffer> storage;
+};
+
+// --- Per-layer weights the ops take --------------------------------------------------------------
+
+struct MoeWeights {
+  Tensor router;   // [E, H]
+  Tensor gate_up;  // [E, 2I, H]: rows [0, I) gate, [I, 2I) up
+  Tensor down;     // [E, H, I]
+  int top_k = 0;
+  bool renormalize = true;  // renormalise the top-k routing weights to sum 1
+};
+
+// --- Decode state (lives in backend memory; docs/decoding.md §3-4) -------------------------------
+
+enum class Strategy : int32_t {
+  Sequential,
+  AntiSequential,
+  Random,
+  Dilated,
+  LowConfidenceStatic,
+  MarginStatic,
+  EntropyStatic,
+  LowConfidenceDynamic,
+  DynamicFactor,
+  DynamicPmax,
+  EntropyBounded,
+};
+
+// Sampling parameters of the sequence occupying a slot (plain data, copied to the backend).
+struct SlotParams {
+  float temperature = 1.0f;  // 0 = greedy
+  float top_p = 1.0f;
+  float repetition_penalty = 1.0f;
+  float dynamic_threshold = 0.9f;
+  float dynamic_factor = 1.0f;
+  float eb_threshold = 0.35f;
+  int32_t top_k = 0;
+  Strategy strategy = Strategy::LowConfidenceStatic;
+  int32_t mask_id = 0;
+  int32_t padding = 0;
+  uint64_t seed = 0;
+};
+
+// One denoising sequence in a denoise step. Its B logits rows are rows [i*B, (i+1)*B) of the
+// logits tensor, i being its index in the step's row list.
+struct StepRow {
+  int32_t slot = 0;
+  int32_t position0 = 0;    // absolute position of the block's first token
+  int32_t global_step = 0;  // the sequence's denoise step counter (0-based, across blocks)
+  int32_t n_sched = 0;      // scheduled commit count for this step
+  int32_t is_last = 0;      // last allowed step: commit every remaining mask
+};
+
+// Block state of every slot. A slot holds one running sequence's current block.
+struct DecodeState {
+  int num_slots = 0;
+  int block_length = 0;
+  int vocab = 0;
+  int seen_words = 0;  // uint32 words per slot of the repetition-penalty token bitmap
+  Tensor tokens;       // i32 [slots, B]: block tokens (mask id where still masked)
+  Tensor trajectory;   // i32 [slots, B]: global step + 1 at which a position was unmasked, 0 if not
+  Tensor logprobs;     // f32 [slots, B]
+  Tensor entropies;    // f32 [slots, B]
+  Tensor masks_left;   // i32 [slots]
+  Tensor params;       // SlotParams [slots], stored as bytes
+  Tensor seen;         // u32 [slots, seen_words]: ids in prompt ∪ committed completion
+  std::vector<Buffer> storage;
+};
+
+// --- The backend ---------------------------------------------------------------------------------
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;
+  // Element type of weights and activations on this backend (CPU: F32; CUDA: BF16).
+  virtual DType compute_dtype() const = 0;
+
+  // Memory. upload/download copy between host memory and backend memory.
+  virtual Buffer alloc(size_t bytes) = 0;
+  virtual void upload(void* dst, const void* src, size_t bytes) = 0;
+  virtual void download(void* dst, const void* src, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+  // Bytes the KV cache may use when the user gives no explicit budget.
+  virtual size_t default_kv_budget_bytes() const = 0;
+
+  // Allocates a tensor of compute_dtype (or the given dtype) with its own buffer, kept in `owner`.
+  Tensor alloc_tensor(std::vector<Buffer>& owner, DType dtype, std::initializer_list<int64_t> dims);
+  void upload_batch(ForwardBatch& batch, std::vector<Buffer>& owner);
+  KvCache alloc_kv_cache(int layers, int num_pages, int page_size, int kv_heads, int head_dim);
+  DecodeState alloc_decode_state(int num_slots, int block_length, int vocab);
+
+  // Small host<->backend helpers for the decode state (one copy each).
+  void set_slot_params(DecodeState& st, int slot, const SlotParams& p);
+  // Starts a block: tokens (B ids), trajectory/logprobs/entropies zeroed, masks_left = #mask ids.
+  void start_block(DecodeState& st, int slot, const std::vector<int32_t>& tokens, int32_t mask_id);
+  // Repetition-penalty set: clear, or add ids.
+  void clear_seen(DecodeState& st, int slot);
+  void mark_seen(DecodeState& st, int slot, const std::vector<int32_t>& ids);
+
+  // --- Ops. Shapes: T tokens (rows), H hidden, V vocab. All tensors row-major, contiguous. ---
+  // out[t] = table[ids[t]]
+  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  // out[M, N] = x[M, K] · w[N, K]ᵀ
+  virtual void matmul(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+  // out = x / rms(x) * w, statistics in fp32
+  virtual void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
+  // residual += x; out = rmsnorm(residual, w)
+  virtual void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
+  // In place on packed qkv [T, (nh + 2*nkv) * hd]: per-head RMSNorm of q and k (skipped when the
+  // norm tensor has no data), then NeoX rotate-half RoPE of q and k at batch positions.
+  virtual void qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                            const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd) = 0;
+  // Writes the batch's K/V (from qkv) into the cache layer, then attention per BatchLayout's rule;
+  // out [T, nh * hd]. Scale 1/sqrt(hd); GQA: q head h reads kv head h / (nh / nkv).
+  virtual void attention(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int page_size,
+                         const ForwardBatch& batch, int nh, int nkv, int hd, Tensor& out) = 0;
+  // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]
+  virtual void swiglu(const Tensor& gate_up, Tensor& out) = 0;
+  // out[T, H] = Σ_top-k routing weight * expert(x); router softmax in fp32 over all experts.
+  virtual void moe(const Tensor& x, const MoeWeights& w, Tensor& out) = 0;
+
+  // Decode ops. ids[i*B + j] = tokens[slots[i], j].
+  virtual void gather_block_tokens(const DecodeState& st, const Tensor& slots, Tensor& ids) = 0;
+  // Samples every masked position of each row's block from its logits rows, applies the slot's
+  // strategy and commits the selected positions (docs/decoding.md §3-4). rows: StepRow [n] bytes.
+  virtual void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) = 0;
+};
+
+// "cpu", "cuda" or "auto" (CUDA when built and a GPU is visible, else CPU).
+std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads);
+
+}  // namespace jet
