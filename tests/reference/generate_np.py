@@ -1,0 +1,225 @@
+#!/usr/bin/python3
+"""The block-diffusion decode loop of docs/decoding.md §1-§5 over the float64 reference model,
+one prompt at a time (the engine's outputs must not depend on batching), plus a CLI:
+
+    python3 tests/reference/generate_np.py --model DIR --prompts FILE.jsonl --params JSON
+        [--max-model-len N] [--mask-token-id M]
+
+FILE.jsonl: one prompt per line, a JSON list of token ids or an object with "token_ids".
+--params: one JSON object for every prompt, or a JSON list with one object per prompt.
+Prints one JSON object per prompt, in order.
+
+Every denoise step recomputes the whole sequence (model_np explains why that equals the cached
+decode), so the save forward changes nothing here; it is only counted in num_forwards.
+"""
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+import rng_np
+import sampling_np
+import strategies_np
+from model_np import ReferenceModel, block_logits
+
+# The original JetEngine's SamplingParams defaults (reference/jetengine.md §1.2), plus
+# dynamic_factor (docs/decoding.md §4) and a fixed seed. block_length falls back to the
+# config's block_size hint, then 4.
+DEFAULT_PARAMS = dict(
+    block_length=None, denoising_steps=4, temperature=1.0, top_k=0, top_p=1.0,
+    repetition_penalty=1.0, remasking_strategy="low_confidence_static", max_tokens=64,
+    stop_token_ids=(), ignore_eos=False, seed=0, **strategies_np.DEFAULT_THRESHOLDS)
+
+
+def resolve_params(params, config):
+    """params with defaults filled in; ValueError naming any unknown or out-of-range field."""
+    unknown = sorted(set(params) - set(DEFAULT_PARAMS))
+    if unknown:
+        raise ValueError(f"unknown sampling parameters: {', '.join(unknown)}")
+    p = dict(DEFAULT_PARAMS, **params)
+    if p["block_length"] is None:
+        p["block_length"] = int(config.block_size or 4)
+    checks = [("block_length", p["block_length"] >= 1, ">= 1"),
+              ("temperature", p["temperature"] >= 0, ">= 0"),
+              ("top_p", 0 < p["top_p"] <= 1, "in (0, 1]"),
+              ("repetition_penalty", p["repetition_penalty"] > 0, "> 0"),
+              ("max_tokens", p["max_tokens"] >= 1, ">= 1"),
+              ("seed", 0 <= p["seed"] < 2 ** 64, "in [0, 2^64)"),
+              ("remasking_strategy", p["remasking_strategy"] in strategies_np.STRATEGIES,
+               "one of " + ", ".join(strategies_np.STRATEGIES))]
+    for name, ok, allowed in checks:
+        if not ok:
+            raise ValueError(f"sampling parameter {name} = {p[name]!r} must be {allowed}")
+    strategies_np.step_schedule(p["block_length"], p["denoising_steps"])  # checks 1 <= S <= B
+    return p
+
+
+class _Sequence:
+    """Decode state of one prompt: committed tokens and per-completion-token records."""
+
+    def __init__(self, prompt, block_length):
+        self.prompt = list(prompt)
+        self.num_prefill = len(prompt) // block_length * block_length
+        self.committed = self.prompt[:self.num_prefill]
+        self.completion, self.trajectory, self.logprobs, self.entropies = [], [], [], []
+        # A prefill forward exists only when there is a prefill part (num_prefill > 0).
+        self.num_forwards = 1 if self.num_prefill > 0 else 0
+        self.global_step = 0
+        self.finish_reason = None
+
+    def first_block(self, block_length, mask_token_id):
+        tail = self.prompt[self.num_prefill:]
+        return tail + [mask_token_id] * (block_length - len(tail))
+
+
+def _denoise_block(model, seq, block, is_masked, p, mask_token_id):
+    """Runs the block's denoise steps; returns per-block-index (trajectory, logprob, entropy)."""
+    B = p["block_length"]
+    block_start = len(seq.committed)
+    records = [None] * B
+    penalty_ids = set(seq.prompt) | set(seq.completion)
+    for s, n in enumerate(strategies_np.step_schedule(B, p["denoising_steps"])):
+        masked = [j for j in range(B) if is_masked[j]]
+        if not masked:
+            break  # a block finished by a dynamic strategy stops early
+        logits = block_logits(model, seq.committed, block, seq.num_prefill, B)
+        seq.num_forwards += 1
+        samples = {j: sampling_np.sample_position(
+            logits[j], mask_token_id=mask_token_id, penalty_token_ids=penalty_ids,
+            temperature=p["temperature"], top_k=p["top_k"], top_p=p["top_p"],
+            repetition_penalty=p["repetition_penalty"], seed=p["seed"],
+            position=block_start + j, step=seq.global_step) for j in masked}
+        random_draws = None
+        if p["remasking_strategy"] == "random":
+            positions = np.asarray([block_start + j for j in masked], dtype=np.uint64)
+            random_draws = rng_np.uniform(p["seed"], positions, seq.global_step,
+                                          rng_np.RANDOM_STRATEGY_LANE)
+        chosen = strategies_np.select_positions(
+            p["remasking_strategy"], masked, [samples[j].confidence for j in masked],
+            [samples[j].entropy for j in masked], [samples[j].margin for j in masked], n,
+            is_last=(s == p["denoising_steps"] - 1), block_length=B,
+            thresholds={k: p[k] for k in strategies_np.DEFAULT_THRESHOLDS},
+            random_draws=random_draws)
+        for j in chosen:
+            block[j] = samples[j].token
+            is_masked[j] = False
+            records[j] = (seq.global_step + 1, samples[j].logprob, samples[j].entropy)
+        seq.global_step += 1
+    return records
+
+
+def _commit_and_check_stop(seq, block, records, p, stop_ids, max_model_len):
+    """Appends the finished block, then applies §5's stop rules in their order."""
+    seq.num_forwards += 1  # the save forward
+    block_start = len(seq.committed)
+    seq.committed += block
+    completion_start = len(seq.completion)
+    for j, token in enumerate(block):
+        if block_start + j >= len(seq.prompt):
+            seq.completion.append(token)
+            trajectory, logprob, entropy = records[j]
+            seq.trajectory.append(trajectory)
+            seq.logprobs.append(logprob)
+            seq.entropies.append(entropy)
+    for index in range(completion_start, len(seq.completion)):
+        if seq.completion[index] in stop_ids:
+            _cut(seq, index + 1)
+            seq.finish_reason = "stop"
+            break
+    if len(seq.completion) >= p["max_tokens"]:
+        stop_survives = seq.finish_reason == "stop" and len(seq.completion) <= p["max_tokens"]
+        _cut(seq, p["max_tokens"])
+        if not stop_survives:
+            seq.finish_reason = "length"
+    if seq.finish_reason is None and len(seq.committed) + p["block_length"] > max_model_len:
+        seq.finish_reason = "length"
+
+
+def _cut(seq, length):
+    del seq.completion[length:], seq.trajectory[length:], seq.logprobs[length:]
+    del seq.entropies[length:]
+
+
+def decode_one(model, prompt, params, max_model_len, mask_token_id=None):
+    """Decodes one prompt (token ids) with one params dict; returns its output dict."""
+    config = model.config
+    p = resolve_params(params, config)
+    mask = config.mask_token_id if mask_token_id is None else mask_token_id
+    B = p["block_length"]
+    if not prompt:
+        raise ValueError("prompt is empty")
+    seq = _Sequence(prompt, B)
+    # The request must fit its first block; the engine rejects it otherwise.
+    if seq.num_prefill + B > max_model_len:
+        raise ValueError(f"prompt of {len(prompt)} tokens needs {seq.num_prefill + B} positions "
+                         f"with block_length {B}, more than max_model_len {max_model_len}")
+    stop_ids = set(p["stop_token_ids"]) | (set() if p["ignore_eos"] else set(config.eos_token_ids))
+    block = seq.first_block(B, mask)
+    # Mask flags, not token comparisons: a prompt tail token equal to the mask id stays a prompt
+    # token.
+    is_masked = [j >= len(prompt) - seq.num_prefill for j in range(B)]
+    while True:
+        records = _denoise_block(model, seq, block, is_masked, p, mask)
+        _commit_and_check_stop(seq, block, records, p, stop_ids, max_model_len)
+        if seq.finish_reason is not None:
+            break
+        block, is_masked = [mask] * B, [True] * B
+    return {"token_ids": seq.prompt + seq.completion, "trajectory": seq.trajectory,
+            "logprobs": seq.logprobs, "entropies": seq.entropies,
+            "completion_ids": seq.completion, "finish_reason": seq.finish_reason,
+            "num_forwards": seq.num_forwards, "prompt_len": len(seq.prompt)}
+
+
+def generate(model_dir, prompts, params, max_model_len, mask_token_id=None):
+    """Outputs for every prompt, in order; params is one dict or one dict per prompt."""
+    model = model_dir if isinstance(model_dir, ReferenceModel) else \
+        ReferenceModel.from_dir(model_dir)
+    per_prompt = params if isinstance(params, list) else [params] * len(prompts)
+    if len(per_prompt) != len(prompts):
+        raise ValueError(f"{len(per_prompt)} params for {len(prompts)} prompts")
+    return [decode_one(model, prompt, prompt_params, max_model_len, mask_token_id)
+            for prompt, prompt_params in zip(prompts, per_prompt)]
+
+
+def _read_prompts(path):
+    prompts = []
+    with open(path, encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            entry = json.loads(line)
+            ids = entry["token_ids"] if isinstance(entry, dict) else entry
+            if not isinstance(ids, list) or not all(isinstance(t, int) for t in ids):
+                raise ValueError(f"{path}:{line_number}: expected a list of token ids")
+            prompts.append(ids)
+    return prompts
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="HF model folder")
+    parser.add_argument("--prompts", required=True, help="JSON lines of token-id lists")
+    parser.add_argument("--params", default="{}", help="JSON object, or list of objects")
+    parser.add_argument("--max-model-len", type=int,
+                        help="default: the config's max positions")
+    parser.add_argument("--mask-token-id", type=int, help="default: from config.json")
+    args = parser.parse_args(argv)
+    try:
+        model = ReferenceModel.from_dir(args.model)
+        max_model_len = args.max_model_len or model.config.max_positions
+        if max_model_len is None:
+            raise ValueError("no --max-model-len and no max positions in config.json")
+        outputs = generate(model, _read_prompts(args.prompts), json.loads(args.params),
+                           int(max_model_len), args.mask_token_id)
+    except (OSError, ValueError, KeyError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    for output in outputs:
+        print(json.dumps(output))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,248 @@
+"""Float64 forwards of SDAR (Qwen3), SDAR-MoE (Qwen3-MoE) and LLaDA, without a KV cache.
+
+Weights are read as fp32 (what the engine computes from) and widened to float64, so the only
+difference to the engine is the engine's own fp32 rounding. Layer math: reference/models.md §1.3
+(SDAR), §2.2 (LLaDA).
+
+Why a full recompute with a segment mask equals the engine's cached decode (docs/decoding.md §1):
+give every position x a segment seg(x) and let query p attend key q iff seg(q) <= seg(p).
+  * block-causal models (SDAR, SDAR-MoE): seg(x) = floor(x / B);
+  * LLaDA / dLLM-Var: seg(x) = 0 for the prefilled prompt part (x < num_prefill, bidirectional
+    prefill), then one segment per block: seg(x) = 1 + floor((x - num_prefill) / B).
+The engine writes the K/V of segment s exactly once for good: the prefill forward (segment 0 of
+LLaDA, segments 0..num_prefill/B - 1 of SDAR, each block of which sees the earlier ones and
+itself) or the save forward of a committed block, which sees all committed K/V (segments < s)
+plus the block itself. By induction over s, every cached K/V equals the K/V that this full
+forward computes for the same tokens: both depend only on the tokens of segments <= s through
+the same attention pattern. A denoise forward of the current block (the highest segment) sees
+the whole cache plus its block, which is again "seg(q) <= seg(p)". Later denoise forwards of a
+block overwrite its K/V, so only the save forward's K/V ever reach another block.
+"""
+
+import math
+
+import numpy as np
+
+import config_np
+import safetensors_np
+
+
+def rms_norm(x, weight, eps):
+    """x / sqrt(mean(x^2) + eps) over the last axis, then times the weight."""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * weight
+
+
+def rope(x, positions, theta):
+    """NeoX rotate-half RoPE over the full head_dim: x [T, heads, d], absolute positions [T].
+
+    Dimension i < d/2 is paired with i + d/2 and rotated by angle position * theta^(-2i/d).
+    """
+    half = x.shape[-1] // 2
+    inv_freq = theta ** (-np.arange(half, dtype=np.float64) * 2.0 / x.shape[-1])
+    angles = np.asarray(positions, dtype=np.float64)[:, None] * inv_freq[None, :]
+    cos, sin = np.cos(angles)[:, None, :], np.sin(angles)[:, None, :]
+    first, second = x[..., :half], x[..., half:]
+    return np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+
+
+def attention(q, k, v, allowed):
+    """Softmax attention with GQA: q [T, nh, d], k/v [T, nkv, d], allowed [T query, T key].
+
+    Query head h reads kv head h // (nh / nkv); scale 1/sqrt(d).
+    """
+    group = q.shape[1] // k.shape[1]
+    k = np.repeat(k, group, axis=1)
+    v = np.repeat(v, group, axis=1)
+    scores = np.einsum("phd,qhd->hpq", q, k) / math.sqrt(q.shape[-1])
+    scores = np.where(allowed[None, :, :], scores, -np.inf)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
+    return np.einsum("hpq,qhd->phd", weights, v)
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def swiglu(x, gate, up, down):
+    """down(silu(gate x) * up x) with [out, in] weight matrices."""
+    return (silu(x @ gate.T) * (x @ up.T)) @ down.T
+
+
+def moe_routing(router_logits, top_k, norm_topk_prob):
+    """Per row: softmax over all experts, the top_k (ties: lower expert id), renormalised to
+    sum 1 when norm_topk_prob. Returns (expert ids [T, k], weights [T, k])."""
+    probs = np.exp(router_logits - router_logits.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    experts = np.argsort(-probs, axis=-1, kind="stable")[:, :top_k]
+    weights = np.take_along_axis(probs, experts, axis=-1)
+    if norm_topk_prob:
+        weights = weights / weights.sum(axis=-1, keepdims=True)
+    return experts, weights
+
+
+def moe_mlp(x, router, experts, top_k, norm_topk_prob):
+    """Sum over each row's routed experts of weight * SwiGLU expert; experts = [(g, u, d)]."""
+    chosen, weights = moe_routing(x @ router.T, top_k, norm_topk_prob)
+    out = np.zeros_like(x)
+    for row in range(x.shape[0]):
+        for expert, weight in zip(chosen[row], weights[row]):
+            out[row] += weight * swiglu(x[row:row + 1], *experts[expert])[0]
+    return out
+
+
+def segment_ids(family, num_tokens, num_prefill, block_length):
+    """seg(x) for x in [0, num_tokens): see the module comment."""
+    x = np.arange(num_tokens)
+    if family == "llada":
+        return np.where(x < num_prefill, 0, 1 + (x - num_prefill) // block_length)
+    return x // block_length
+
+
+class _WeightReader:
+    """Takes named tensors out of a checkpoint, checking their shapes, as float64."""
+
+    def __init__(self, tensors, model_dir):
+        self._tensors = tensors
+        self._model_dir = model_dir
+
+    def has(self, name):
+        return name in self._tensors
+
+    def take(self, name, shape):
+        if name not in self._tensors:
+            raise ValueError(f"{self._model_dir}: tensor {name} is missing")
+        array = self._tensors[name]
+        if tuple(array.shape) != tuple(shape):
+            raise ValueError(f"{self._model_dir}: tensor {name} has shape {list(array.shape)}, "
+                             f"expected {list(shape)}")
+        return array.astype(np.float64)
+
+
+# Per-family tensor names of the pieces every layer has (reference/models.md §1.2, §2.2).
+_NAMES = {
+    "sdar": dict(embed="model.embed_tokens.weight", final_norm="model.norm.weight",
+                 head="lm_head.weight", layer="model.layers.{}.",
+                 attn_norm="input_layernorm.weight", q="self_attn.q_proj.weight",
+                 k="self_attn.k_proj.weight", v="self_attn.v_proj.weight",
+                 o="self_attn.o_proj.weight", q_norm="self_attn.q_norm.weight",
+                 k_norm="self_attn.k_norm.weight", mlp_norm="post_attention_layernorm.weight",
+                 gate="mlp.gate_proj.weight", up="mlp.up_proj.weight",
+                 down="mlp.down_proj.weight", router="mlp.gate.weight",
+                 expert="mlp.experts.{}."),
+    "llada": dict(embed="model.transformer.wte.weight", final_norm="model.transformer.ln_f.weight",
+                  head="model.transformer.ff_out.weight", layer="model.transformer.blocks.{}.",
+                  attn_norm="attn_norm.weight", q="q_proj.weight", k="k_proj.weight",
+                  v="v_proj.weight", o="attn_out.weight", mlp_norm="ff_norm.weight",
+                  gate="ff_proj.weight", up="up_proj.weight", down="ff_out.weight"),
+}
+_NAMES["sdar_moe"] = _NAMES["sdar"]
+
+
+class ReferenceModel:
+    """A loaded checkpoint; forward() recomputes the whole sequence every call."""
+
+    def __init__(self, config, tensors, model_dir="<memory>"):
+        self.config = config
+        names = _NAMES[config.family]
+        reader = _WeightReader(tensors, model_dir)
+        hidden = config.hidden_size
+        if config.num_heads % config.num_kv_heads:
+            raise ValueError(f"{model_dir}: {config.num_heads} attention heads are not a "
+                             f"multiple of {config.num_kv_heads} kv heads")
+        if not reader.has(names["embed"]):
+            raise ValueError(f"{model_dir}: tensor {names['embed']} is missing")
+        vocab = tensors[names["embed"]].shape[0]
+        self.embed = reader.take(names["embed"], (vocab, hidden))
+        if reader.has(names["head"]) or not config.tie_word_embeddings:
+            self.head = reader.take(names["head"], (vocab, hidden))
+        else:
+            self.head = self.embed
+        self.final_norm = reader.take(names["final_norm"], (hidden,))
+        self.layers = [self._read_layer(reader, names, l) for l in range(config.num_layers)]
+
+    @classmethod
+    def from_dir(cls, model_dir):
+        return cls(config_np.load_config(model_dir), safetensors_np.load_checkpoint(model_dir),
+                   model_dir)
+
+    @property
+    def vocab_rows(self):
+        return self.head.shape[0]
+
+    def _read_layer(self, reader, names, index):
+        c = self.config
+        prefix = names["layer"].format(index)
+        q_width, kv_width = c.num_heads * c.head_dim, c.num_kv_heads * c.head_dim
+        hidden = c.hidden_size
+
+        def take(key, shape):
+            return reader.take(prefix + names[key], shape)
+
+        layer = dict(attn_norm=take("attn_norm", (hidden,)), q=take("q", (q_width, hidden)),
+                     k=take("k", (kv_width, hidden)), v=take("v", (kv_width, hidden)),
+                     o=take("o", (hidden, q_width)), mlp_norm=take("mlp_norm", (hidden,)))
+        if c.qk_norm:
+            layer["q_norm"] = take("q_norm", (c.head_dim,))
+            layer["k_norm"] = take("k_norm", (c.head_dim,))
+        if c.moe_layers[index]:
+            width = c.moe_intermediate_size
+            layer["router"] = take("router", (c.num_experts, hidden))
+            expert = prefix + names["expert"]
+            layer["experts"] = [
+                tuple(reader.take(expert.format(e) + f"{part}_proj.weight", shape)
+                      for part, shape in (("gate", (width, hidden)), ("up", (width, hidden)),
+                                          ("down", (hidden, width))))
+                for e in range(c.num_experts)]
+        else:
+            width = c.intermediate_size
+            layer["mlp"] = (take("gate", (width, hidden)), take("up", (width, hidden)),
+                            take("down", (hidden, width)))
+        return layer
+
+    def _attention_block(self, layer, x, positions, allowed):
+        c = self.config
+        tokens = x.shape[0]
+        q = (x @ layer["q"].T).reshape(tokens, c.num_heads, c.head_dim)
+        k = (x @ layer["k"].T).reshape(tokens, c.num_kv_heads, c.head_dim)
+        v = (x @ layer["v"].T).reshape(tokens, c.num_kv_heads, c.head_dim)
+        if c.qk_norm:  # Qwen3: per-head RMSNorm before RoPE
+            q = rms_norm(q, layer["q_norm"], c.rms_norm_eps)
+            k = rms_norm(k, layer["k_norm"], c.rms_norm_eps)
+        q, k = rope(q, positions, c.rope_theta), rope(k, positions, c.rope_theta)
+        return attention(q, k, v, allowed).reshape(tokens, -1) @ layer["o"].T
+
+    def _mlp_block(self, layer, x):
+        if "experts" in layer:
+            return moe_mlp(x, layer["router"], layer["experts"], self.config.num_experts_per_tok,
+                           self.config.norm_topk_prob)
+        return swiglu(x, *layer["mlp"])
+
+    def forward(self, tokens, segments, rows=None):
+        """Logits (float64) of `rows` (default: all) for the sequence `tokens` at positions
+        0..T-1, where a query at p attends a key at q iff segments[q] <= segments[p]."""
+        tokens = np.asarray(tokens, dtype=np.int64)
+        bad = tokens[(tokens < 0) | (tokens >= self.embed.shape[0])]
+        if bad.size:
+            raise ValueError(f"token id {int(bad[0])} is outside the embedding's "
+                             f"{self.embed.shape[0]} rows")
+        segments = np.asarray(segments)
+        allowed = segments[None, :] <= segments[:, None]
+        positions = np.arange(tokens.size)
+        eps = self.config.rms_norm_eps
+        h = self.embed[tokens]
+        for layer in self.layers:
+            h = h + self._attention_block(layer, rms_norm(h, layer["attn_norm"], eps), positions,
+                                          allowed)
+            h = h + self._mlp_block(layer, rms_norm(h, layer["mlp_norm"], eps))
+        selected = h if rows is None else h[np.asarray(rows, dtype=np.int64)]
+        return rms_norm(selected, self.final_norm, eps) @ self.head.T
+
+
+def block_logits(model, committed_tokens, block_tokens, num_prefill, block_length):
+    """Logits [B, V] of the current block's positions, given the committed sequence (prompt
+    prefill + committed blocks) before it: what a denoise forward of this block sees."""
+    sequence = list(committed_tokens) + list(block_tokens)
+    segments = segment_ids(model.config.family, len(sequence), num_prefill, block_length)
+    rows = np.arange(len(committed_tokens), len(sequence))
+    return model.forward(sequence, segments, rows)
