@@ -100,7 +100,7 @@ def random_weights(arch, seed):
         if len(shape) == 1:
             weights[name] = 1.0 + 0.1 * rng.standard_normal(shape)
         else:
-            scale = 3.0 if shape[0] == VOCAB else 1.0 / np.sqrt(shape[1])
+            scale = 0.5 if shape[0] == VOCAB else 1.0 / np.sqrt(shape[1])
             weights[name] = scale * rng.standard_normal(shape)
         weights[name] = weights[name].astype(np.float32)
     return weights

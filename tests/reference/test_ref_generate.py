@@ -1,0 +1,169 @@
+"""Decode-loop invariants (docs/decoding.md §1-§5) on tiny random models, and the CLI."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import generate_np
+import sampling_np
+from model_np import block_logits
+
+GREEDY = dict(temperature=0.0, ignore_eos=True, block_length=4, denoising_steps=4)
+PROMPT = [3, 8, 13, 21, 34]  # P = 5, B = 4: one prefill block, tail of 1 in the first block
+
+
+def decode(model, prompt=PROMPT, max_model_len=256, **params):
+    return generate_np.decode_one(model, prompt, {**GREEDY, **params}, max_model_len)
+
+
+def test_sequential_trajectory_counts_global_steps_across_blocks(tiny_models):
+    out = decode(tiny_models["sdar"], remasking_strategy="sequential", max_tokens=11)
+    # First block: 3 masks, one per step, then it stops early; next blocks: 4 steps each.
+    assert out["trajectory"] == list(range(1, 12))
+    assert out["num_forwards"] == 1 + 11 + 3  # prefill + denoise steps + save forwards
+    assert out["prompt_len"] == 5 and out["token_ids"][:5] == PROMPT
+    assert out["token_ids"][5:] == out["completion_ids"]
+    assert out["finish_reason"] == "length"
+    assert len(out["logprobs"]) == len(out["entropies"]) == 11
+
+
+@pytest.mark.parametrize("arch", ["sdar", "sdar_moe", "llada"])
+@pytest.mark.parametrize("strategy, steps, thresholds", [
+    ("low_confidence_static", 2, {}), ("entropy_bounded", 4, {"eb_threshold": 6.0}),
+    ("low_confidence_dynamic", 4, {"dynamic_threshold": 0.3}),
+    ("dynamic_factor", 4, {"dynamic_factor": 2.5}), ("dynamic_pmax", 4, {"dynamic_threshold": 0.2})])
+def test_forward_count_and_trajectory_range(tiny_models, arch, strategy, steps, thresholds):
+    # P = 8: two full prefill blocks, no tail; 12 tokens = 3 whole blocks, nothing trimmed.
+    # The loose thresholds make the dynamic strategies commit several tokens in some steps.
+    out = decode(tiny_models[arch], prompt=[3, 8, 13, 21, 34, 5, 6, 7], max_tokens=12,
+                 remasking_strategy=strategy, denoising_steps=steps, **thresholds)
+    steps_taken = max(out["trajectory"])
+    assert sorted(set(out["trajectory"])) == list(range(1, steps_taken + 1))  # >= 1 per step
+    assert out["num_forwards"] == 1 + steps_taken + 3
+    for block in range(3):
+        block_steps = out["trajectory"][4 * block:4 * block + 4]
+        assert max(block_steps) - min(block_steps) < steps  # at most S steps per block
+    if strategy == "low_confidence_static":
+        assert [out["trajectory"].count(t) for t in range(1, 7)] == [2] * 6  # schedule [2, 2]
+    else:
+        assert steps_taken < 12  # some block finished early
+
+
+def test_no_prefill_forward_when_the_prompt_is_shorter_than_a_block(tiny_models):
+    out = decode(tiny_models["llada"], prompt=[3, 8], max_tokens=6,
+                 remasking_strategy="sequential")
+    assert out["trajectory"] == [1, 2, 3, 4, 5, 6]
+    assert out["num_forwards"] == 6 + 2  # no prefill part: denoise steps + 2 saves
+
+
+@pytest.mark.parametrize("max_tokens", [1, 3, 5, 8, 10])
+def test_max_tokens_is_exact_and_a_prefix_of_a_longer_run(tiny_models, max_tokens):
+    longer = decode(tiny_models["sdar"], max_tokens=16)
+    out = decode(tiny_models["sdar"], max_tokens=max_tokens)
+    assert len(out["completion_ids"]) == max_tokens
+    assert out["finish_reason"] == "length"
+    for key in ("completion_ids", "trajectory", "logprobs", "entropies"):
+        assert out[key] == longer[key][:max_tokens]
+
+
+def _stop_candidate(completion):
+    """A token whose first occurrence is not at the start, so a cut is visible."""
+    for index, token in enumerate(completion):
+        if index > 0 and token not in completion[:index]:
+            return token, index
+    pytest.fail("the tiny model repeats one token; no stop candidate")
+
+
+@pytest.mark.parametrize("arch", ["sdar", "llada"])
+def test_stop_token_cuts_right_after_its_first_occurrence(tiny_models, arch):
+    full = decode(tiny_models[arch], max_tokens=24, temperature=1.0, seed=3)
+    token, index = _stop_candidate(full["completion_ids"])
+    out = decode(tiny_models[arch], max_tokens=24, temperature=1.0, seed=3, stop_token_ids=[token])
+    assert out["completion_ids"] == full["completion_ids"][:index + 1]
+    assert out["trajectory"] == full["trajectory"][:index + 1]
+    assert out["finish_reason"] == "stop"
+    # Cut before the stop token by max_tokens: the finish reason is "length".
+    cut = decode(tiny_models[arch], max_tokens=index, temperature=1.0, seed=3,
+                 stop_token_ids=[token])
+    assert cut["completion_ids"] == full["completion_ids"][:index]
+    assert cut["finish_reason"] == "length"
+    # Exactly max_tokens with the stop token last: it survives, "stop".
+    exact = decode(tiny_models[arch], max_tokens=index + 1, temperature=1.0, seed=3,
+                   stop_token_ids=[token])
+    assert exact["finish_reason"] == "stop"
+
+
+def test_eos_from_generation_config_stops_unless_ignored(tiny_model_dirs, tmp_path):
+    model_dir = tmp_path / "eos"
+    shutil.copytree(tiny_model_dirs["sdar"], model_dir)
+    params = dict(GREEDY, max_tokens=24, temperature=1.0, seed=5)
+    full = generate_np.generate(str(model_dir), [PROMPT], params, 256)[0]
+    token, index = _stop_candidate(full["completion_ids"])
+    (model_dir / "generation_config.json").write_text(json.dumps({"eos_token_id": [token]}))
+    stopped = generate_np.generate(str(model_dir), [PROMPT], {**params, "ignore_eos": False},
+                                   256)[0]
+    assert stopped["completion_ids"] == full["completion_ids"][:index + 1]
+    assert stopped["finish_reason"] == "stop"
+    ignored = generate_np.generate(str(model_dir), [PROMPT], params, 256)[0]
+    assert ignored == full
+
+
+def test_max_model_len_ends_when_no_further_block_fits(tiny_models):
+    out = decode(tiny_models["sdar"], prompt=[3, 8, 13], max_tokens=100, max_model_len=14)
+    # Blocks [0, 4), [4, 8), [8, 12) fit; a fourth would end at 16 > 14.
+    assert len(out["token_ids"]) == 12 and len(out["completion_ids"]) == 9
+    assert out["finish_reason"] == "length"
+    with pytest.raises(ValueError, match="max_model_len 7"):
+        decode(tiny_models["sdar"], prompt=[3, 8, 13, 21, 34], max_model_len=7)
+
+
+def test_greedy_sequential_tokens_are_the_argmax_of_the_block_logits(tiny_models):
+    model = tiny_models["sdar_moe"]
+    out = decode(model, max_tokens=7, remasking_strategy="sequential")
+    mask = model.config.mask_token_id
+    committed, block = PROMPT[:4], [PROMPT[4], mask, mask, mask]
+    for j in range(1, 4):  # the first block, one position per step, left to right
+        row = block_logits(model, committed, block, 4, 4)[j]
+        block[j] = sampling_np.greedy_token(sampling_np.penalised_logits(row, mask, (), 1.0))
+    assert out["completion_ids"][:3] == block[1:]
+
+
+def test_seeded_sampling_is_reproducible_and_seed_dependent(tiny_models):
+    params = dict(max_tokens=12, temperature=1.5, top_k=8, top_p=0.9,
+                  remasking_strategy="random")
+    first = decode(tiny_models["llada"], seed=1, **params)
+    assert decode(tiny_models["llada"], seed=1, **params) == first
+    others = [decode(tiny_models["llada"], seed=s, **params)["completion_ids"] for s in (2, 3, 4)]
+    assert any(other != first["completion_ids"] for other in others)
+
+
+def test_invalid_parameters_are_rejected(tiny_models):
+    model = tiny_models["sdar"]
+    for bad, message in ((dict(denoising_steps=5), "denoising_steps"),
+                         (dict(top_p=0.0), "top_p"), (dict(max_tokens=0), "max_tokens"),
+                         (dict(remasking_strategy="best"), "remasking_strategy"),
+                         (dict(temprature=1.0), "unknown sampling parameters: temprature")):
+        with pytest.raises(ValueError, match=message):
+            decode(model, **bad)
+
+
+def test_cli_prints_one_json_object_per_prompt(tiny_model_dirs, tmp_path):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(json.dumps(PROMPT) + "\n" + json.dumps({"token_ids": [9, 10]}) + "\n")
+    params = [dict(GREEDY, max_tokens=6), dict(GREEDY, max_tokens=3, seed=2, temperature=1.0)]
+    script = Path(generate_np.__file__)
+    result = subprocess.run(
+        [sys.executable, str(script), "--model", tiny_model_dirs["llada"], "--prompts",
+         str(prompts), "--params", json.dumps(params), "--max-model-len", "64"],
+        capture_output=True, text=True, check=True)
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    expected = generate_np.generate(tiny_model_dirs["llada"], [PROMPT, [9, 10]], params, 64)
+    assert lines == json.loads(json.dumps(expected))
+    failed = subprocess.run([sys.executable, str(script), "--model", str(tmp_path), "--prompts",
+                             str(prompts)], capture_output=True, text=True)
+    assert failed.returncode == 1 and "config.json" in failed.stderr

@@ -1,0 +1,193 @@
+"""Forward pieces against direct formulas, the segment mask rule, config and weight loading."""
+
+import dataclasses
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+
+import config_np
+import model_np
+from model_np import ReferenceModel, block_logits, segment_ids
+
+
+def test_rms_norm_direct_formula():
+    out = model_np.rms_norm(np.array([3.0, 4.0]), np.array([1.0, 2.0]), 0.0)
+    rms = math.sqrt(12.5)
+    assert out.tolist() == pytest.approx([3 / rms, 8 / rms], rel=1e-15)
+    with_eps = model_np.rms_norm(np.array([1.0, 1.0]), np.ones(2), 1.0)
+    assert with_eps.tolist() == pytest.approx([1 / math.sqrt(2)] * 2, rel=1e-15)
+
+
+def test_rope_rotates_pairs_i_and_i_plus_half():
+    x = np.array([1.0, 2.0, 3.0, 4.0]).reshape(1, 1, 4)
+    out = model_np.rope(x, [2], theta=100.0)[0, 0]
+    # head_dim 4: pair (0, 2) rotates by 2 * 100^0 = 2, pair (1, 3) by 2 * 100^-0.5 = 0.2.
+    expected = [1 * math.cos(2) - 3 * math.sin(2), 2 * math.cos(0.2) - 4 * math.sin(0.2),
+                3 * math.cos(2) + 1 * math.sin(2), 4 * math.cos(0.2) + 2 * math.sin(0.2)]
+    assert out.tolist() == pytest.approx(expected, rel=1e-14)
+    assert model_np.rope(x, [0], theta=100.0).tolist() == x.tolist()
+
+
+def test_rope_scores_depend_only_on_relative_position():
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal((1, 1, 8)), rng.standard_normal((1, 1, 8))
+
+    def score(query_position, key_position):
+        return float((model_np.rope(q, [query_position], 1e4) *
+                      model_np.rope(k, [key_position], 1e4)).sum())
+
+    assert score(7, 3) == pytest.approx(score(104, 100), rel=1e-12)
+    assert score(7, 3) != pytest.approx(score(7, 4), rel=1e-6)
+
+
+def test_attention_single_head_by_hand():
+    q = np.array([[[1.0, 0.0]]])
+    k = np.array([[[1.0, 0.0]], [[0.0, 1.0]]])
+    v = np.array([[[1.0, 2.0]], [[3.0, 4.0]]])
+    w0 = math.exp(1 / math.sqrt(2)) / (math.exp(1 / math.sqrt(2)) + 1)
+    out = model_np.attention(q, k, v, np.array([[True, True]]))[0, 0]
+    assert out.tolist() == pytest.approx([w0 * 1 + (1 - w0) * 3, w0 * 2 + (1 - w0) * 4], rel=1e-14)
+    only_first = model_np.attention(q, k, v, np.array([[True, False]]))[0, 0]
+    assert only_first.tolist() == [1.0, 2.0]
+
+
+def test_attention_groups_query_heads_onto_kv_heads():
+    q = np.zeros((1, 4, 2))  # equal scores: each head averages its kv head's values
+    k = np.zeros((2, 2, 2))
+    v = np.array([[[1.0, 1.0], [10.0, 10.0]], [[3.0, 3.0], [30.0, 30.0]]])
+    out = model_np.attention(q, k, v, np.ones((1, 2), dtype=bool))[0]
+    assert out.tolist() == [[2.0, 2.0], [2.0, 2.0], [20.0, 20.0], [20.0, 20.0]]
+
+
+def test_swiglu_by_hand():
+    out = model_np.swiglu(np.array([[1.0]]), np.array([[1.0]]), np.array([[2.0]]),
+                          np.array([[3.0]]))
+    assert float(out[0, 0]) == pytest.approx(6.0 / (1.0 + math.exp(-1.0)), rel=1e-15)
+
+
+def test_moe_routing_softmax_top_k_renormalised():
+    logits = np.log(np.array([[1.0, 2.0, 3.0, 4.0]]))
+    experts, weights = model_np.moe_routing(logits, 2, norm_topk_prob=True)
+    assert experts.tolist() == [[3, 2]]
+    assert weights.tolist()[0] == pytest.approx([4 / 7, 3 / 7], rel=1e-14)
+    _, raw = model_np.moe_routing(logits, 2, norm_topk_prob=False)
+    assert raw.tolist()[0] == pytest.approx([0.4, 0.3], rel=1e-14)
+    tied, _ = model_np.moe_routing(np.array([[1.0, 1.0, 1.0, 0.0]]), 2, True)
+    assert tied.tolist() == [[0, 1]]
+
+
+def test_moe_mlp_sums_weighted_experts():
+    # Expert e maps x to (e + 1) * silu(x) * x through 1x1 matrices; router picks 2 and 3.
+    experts = [(np.array([[1.0]]), np.array([[1.0]]), np.array([[e + 1.0]])) for e in range(4)]
+    router = np.array([[0.0], [0.0], [math.log(2.0)], [math.log(6.0)]])
+    x = np.array([[1.0]])  # router logits = [0, 0, ln 2, ln 6]
+    silu_x_times_x = 1.0 / (1.0 + math.exp(-1.0))
+    expected = (0.75 * 4 + 0.25 * 3) * silu_x_times_x
+    out = model_np.moe_mlp(x, router, experts, top_k=2, norm_topk_prob=True)
+    assert float(out[0, 0]) == pytest.approx(expected, rel=1e-14)
+
+
+def test_segment_ids():
+    assert segment_ids("sdar", 10, 4, 4).tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
+    assert segment_ids("llada", 12, 8, 4).tolist() == [0] * 8 + [1] * 4
+    assert segment_ids("llada", 7, 0, 3).tolist() == [1, 1, 1, 2, 2, 2, 3]
+
+
+def test_zero_layers_leave_embedding_norm_and_head_without_shift(tiny_model_dirs):
+    model = ReferenceModel.from_dir(tiny_model_dirs["sdar"])
+    for layer in model.layers:  # no attention output, no MLP output: h stays the embedding
+        layer["o"] = np.zeros_like(layer["o"])
+        layer["mlp"] = tuple(np.zeros_like(w) for w in layer["mlp"])
+    tokens = [5, 9, 3, 30, 12]
+    logits = model.forward(tokens, segment_ids("sdar", 5, 0, 4))
+    expected = model_np.rms_norm(model.embed[tokens], model.final_norm, 1e-6) @ model.head.T
+    np.testing.assert_allclose(logits, expected, rtol=1e-13)
+
+
+@pytest.mark.parametrize("arch", ["sdar", "sdar_moe"])
+def test_block_causal_logits_ignore_later_blocks(tiny_models, arch):
+    model = tiny_models[arch]
+    sequence = [3, 8, 13, 21, 34, 5, 6, 7, 40, 41, 42, 43]
+    full = model.forward(sequence, segment_ids(arch, 12, 4, 4))
+    alone = block_logits(model, sequence[:4], sequence[4:8], 4, 4)
+    np.testing.assert_allclose(full[4:8], alone, rtol=1e-12)
+    changed_later = sequence[:8] + [9, 9, 9, 9]
+    np.testing.assert_allclose(model.forward(changed_later, segment_ids(arch, 12, 4, 4))[:8],
+                               full[:8], rtol=1e-12)
+
+
+@pytest.mark.parametrize("arch", ["sdar", "llada"])
+def test_attention_is_bidirectional_inside_a_segment(tiny_models, arch):
+    model = tiny_models[arch]
+    sequence = [3, 8, 13, 21, 34, 5, 6, 7]
+    base = block_logits(model, sequence[:4], sequence[4:], 4, 4)
+    changed = block_logits(model, sequence[:4], sequence[4:7] + [11], 4, 4)
+    assert not np.allclose(base[0], changed[0])  # position 4 sees position 7
+
+
+def test_llada_prefill_is_bidirectional_but_sdar_prefill_is_block_causal(tiny_models):
+    prompt = [3, 8, 13, 21, 34, 5, 6, 7]
+    other = prompt[:7] + [11]
+    for arch, prefill_sees_later_block in (("llada", True), ("sdar", False)):
+        model = tiny_models[arch]
+        rows = model.forward(prompt, segment_ids(arch, 8, 8, 4))[0]
+        rows_other = model.forward(other, segment_ids(arch, 8, 8, 4))[0]
+        assert (not np.allclose(rows, rows_other)) == prefill_sees_later_block, arch
+
+
+def test_config_reads_eos_from_generation_config_then_config(tiny_model_dirs, tmp_path):
+    config = config_np.load_config(tiny_model_dirs["sdar"])
+    assert (config.family, config.mask_token_id, config.eos_token_ids) == ("sdar", 47, (1, 2))
+    assert (config.head_dim, config.num_heads * config.head_dim) == (16, 64)
+    folder = tmp_path / "no_generation_config"
+    shutil.copytree(tiny_model_dirs["llada"], folder)
+    (folder / "generation_config.json").unlink()
+    llada = config_np.load_config(str(folder))
+    assert (llada.family, llada.eos_token_ids, llada.rms_norm_eps) == ("llada", (1,), 1e-5)
+
+
+def test_moe_layer_rule_follows_sparse_step_and_mlp_only_layers(tiny_model_dirs, tmp_path):
+    folder = tmp_path / "moe"
+    shutil.copytree(tiny_model_dirs["sdar_moe"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update({"num_hidden_layers": 4, "decoder_sparse_step": 2, "mlp_only_layers": [3]})
+    (folder / "config.json").write_text(json.dumps(config))
+    assert config_np.load_config(str(folder)).moe_layers == (False, True, False, False)
+
+
+def test_missing_mask_token_id_falls_back_to_family_default(tiny_model_dirs, tmp_path):
+    folder = tmp_path / "no_mask"
+    shutil.copytree(tiny_model_dirs["llada"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    del config["mask_token_id"]
+    (folder / "config.json").write_text(json.dumps(config))
+    assert config_np.load_config(str(folder)).mask_token_id == 126336
+
+
+def test_tied_embeddings_fall_back_to_the_embedding(tiny_model_dirs, tiny_models):
+    config = config_np.load_config(tiny_model_dirs["sdar"])
+    tensors = model_np.safetensors_np.load_checkpoint(tiny_model_dirs["sdar"])
+    del tensors["lm_head.weight"]
+    with pytest.raises(ValueError, match="lm_head.weight is missing"):
+        ReferenceModel(config, tensors)
+    tied = ReferenceModel(dataclasses.replace(config, tie_word_embeddings=True), tensors)
+    assert tied.head is tied.embed
+    np.testing.assert_array_equal(tied.embed, tiny_models["sdar"].embed)
+
+
+def test_bad_inputs_name_the_problem(tiny_model_dirs, tiny_models, tmp_path):
+    config = config_np.load_config(tiny_model_dirs["sdar"])
+    tensors = model_np.safetensors_np.load_checkpoint(tiny_model_dirs["sdar"])
+    tensors["model.layers.1.self_attn.k_proj.weight"] = np.zeros((3, 32), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"k_proj.weight has shape \[3, 32\], expected \[32, 32\]"):
+        ReferenceModel(config, tensors)
+    with pytest.raises(ValueError, match="token id 48"):
+        tiny_models["sdar"].forward([1, 48], [0, 0])
+    folder = tmp_path / "unknown"
+    shutil.copytree(tiny_model_dirs["sdar"], folder)
+    (folder / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    with pytest.raises(ValueError, match="unknown architecture"):
+        config_np.load_config(str(folder))
