@@ -70,8 +70,11 @@ class _Sequence:
         self.finish_reason = None
 
     def first_block(self, block_length, mask_token_id):
+        """(tokens, mask flags) of the first block: the prompt tail, then masks. Flags, not token
+        comparisons, say what is masked: a tail token equal to the mask id stays a prompt token."""
         tail = self.prompt[self.num_prefill:]
-        return tail + [mask_token_id] * (block_length - len(tail))
+        masks = block_length - len(tail)
+        return tail + [mask_token_id] * masks, [False] * len(tail) + [True] * masks
 
 
 def _denoise_block(model, seq, block, is_masked, p, mask_token_id):
@@ -147,6 +150,8 @@ def decode_one(model, prompt, params, max_model_len, mask_token_id=None):
     config = model.config
     p = resolve_params(params, config)
     mask = config.mask_token_id if mask_token_id is None else mask_token_id
+    if not 0 <= mask < model.vocab_rows:
+        raise ValueError(f"mask_token_id {mask} is outside the {model.vocab_rows} vocabulary rows")
     B = p["block_length"]
     if not prompt:
         raise ValueError("prompt is empty")
@@ -156,10 +161,7 @@ def decode_one(model, prompt, params, max_model_len, mask_token_id=None):
         raise ValueError(f"prompt of {len(prompt)} tokens needs {seq.num_prefill + B} positions "
                          f"with block_length {B}, more than max_model_len {max_model_len}")
     stop_ids = set(p["stop_token_ids"]) | (set() if p["ignore_eos"] else set(config.eos_token_ids))
-    block = seq.first_block(B, mask)
-    # Mask flags, not token comparisons: a prompt tail token equal to the mask id stays a prompt
-    # token.
-    is_masked = [j >= len(prompt) - seq.num_prefill for j in range(B)]
+    block, is_masked = seq.first_block(B, mask)
     while True:
         records = _denoise_block(model, seq, block, is_masked, p, mask)
         _commit_and_check_stop(seq, block, records, p, stop_ids, max_model_len)

@@ -6,7 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import generate_np
@@ -32,16 +31,17 @@ def test_sequential_trajectory_counts_global_steps_across_blocks(tiny_models):
     assert len(out["logprobs"]) == len(out["entropies"]) == 11
 
 
+EIGHT_TOKEN_PROMPT = [3, 8, 13, 21, 34, 5, 6, 7]  # two full prefill blocks, no tail
+
+
 @pytest.mark.parametrize("arch", ["sdar", "sdar_moe", "llada"])
-@pytest.mark.parametrize("strategy, steps, thresholds", [
-    ("low_confidence_static", 2, {}), ("entropy_bounded", 4, {"eb_threshold": 6.0}),
-    ("low_confidence_dynamic", 4, {"dynamic_threshold": 0.3}),
-    ("dynamic_factor", 4, {"dynamic_factor": 2.5}), ("dynamic_pmax", 4, {"dynamic_threshold": 0.2})])
-def test_forward_count_and_trajectory_range(tiny_models, arch, strategy, steps, thresholds):
-    # P = 8: two full prefill blocks, no tail; 12 tokens = 3 whole blocks, nothing trimmed.
-    # The loose thresholds make the dynamic strategies commit several tokens in some steps.
-    out = decode(tiny_models[arch], prompt=[3, 8, 13, 21, 34, 5, 6, 7], max_tokens=12,
-                 remasking_strategy=strategy, denoising_steps=steps, **thresholds)
+@pytest.mark.parametrize("strategy, steps", [
+    ("low_confidence_static", 2), ("margin_static", 4), ("random", 3), ("entropy_bounded", 4),
+    ("low_confidence_dynamic", 4), ("dynamic_factor", 4), ("dynamic_pmax", 4)])
+def test_forward_count_and_trajectory_range(tiny_models, arch, strategy, steps):
+    # 12 tokens = 3 whole blocks, nothing trimmed.
+    out = decode(tiny_models[arch], prompt=EIGHT_TOKEN_PROMPT, max_tokens=12,
+                 remasking_strategy=strategy, denoising_steps=steps)
     steps_taken = max(out["trajectory"])
     assert sorted(set(out["trajectory"])) == list(range(1, steps_taken + 1))  # >= 1 per step
     assert out["num_forwards"] == 1 + steps_taken + 3
@@ -50,8 +50,30 @@ def test_forward_count_and_trajectory_range(tiny_models, arch, strategy, steps, 
         assert max(block_steps) - min(block_steps) < steps  # at most S steps per block
     if strategy == "low_confidence_static":
         assert [out["trajectory"].count(t) for t in range(1, 7)] == [2] * 6  # schedule [2, 2]
-    else:
-        assert steps_taken < 12  # some block finished early
+
+
+# Thresholds that every confidence / entropy passes, and ones that none does.
+LOOSE = {"entropy_bounded": {"eb_threshold": 1e9},
+         "low_confidence_dynamic": {"dynamic_threshold": 0.0},
+         "dynamic_factor": {"dynamic_factor": 1e9}, "dynamic_pmax": {"dynamic_threshold": 0.0}}
+TIGHT = {"entropy_bounded": {"eb_threshold": -1.0},
+         "low_confidence_dynamic": {"dynamic_threshold": 1.0},
+         "dynamic_factor": {"dynamic_factor": 0.0}, "dynamic_pmax": {"dynamic_threshold": 2.0}}
+
+
+@pytest.mark.parametrize("strategy", sorted(LOOSE))
+def test_dynamic_strategies_at_their_extremes(tiny_models, strategy):
+    model = tiny_models["sdar_moe"]
+    loose = decode(model, prompt=EIGHT_TOKEN_PROMPT, max_tokens=12,
+                   remasking_strategy=strategy, **LOOSE[strategy])
+    # The whole block in its first step: one denoise forward per block.
+    assert loose["trajectory"] == [1] * 4 + [2] * 4 + [3] * 4
+    assert loose["num_forwards"] == 1 + 3 + 3
+    tight = decode(model, prompt=EIGHT_TOKEN_PROMPT, max_tokens=12,
+                   remasking_strategy=strategy, **TIGHT[strategy])
+    # One position per step (the schedule's n = 1, or "at least 1"): four steps per block.
+    assert sorted(tight["trajectory"]) == list(range(1, 13))
+    assert tight["num_forwards"] == 1 + 12 + 3
 
 
 def test_no_prefill_forward_when_the_prompt_is_shorter_than_a_block(tiny_models):
@@ -122,15 +144,26 @@ def test_max_model_len_ends_when_no_further_block_fits(tiny_models):
         decode(tiny_models["sdar"], prompt=[3, 8, 13, 21, 34], max_model_len=7)
 
 
-def test_greedy_sequential_tokens_are_the_argmax_of_the_block_logits(tiny_models):
+@pytest.mark.parametrize("penalty", [1.0, 3.0])
+def test_greedy_sequential_tokens_are_the_argmax_of_the_block_logits(tiny_models, penalty):
+    """Teacher-forced replay of the first two blocks, one position per step, left to right;
+    the penalty set is the prompt plus earlier blocks' completion, not the current block."""
     model = tiny_models["sdar_moe"]
-    out = decode(model, max_tokens=7, remasking_strategy="sequential")
+    out = decode(model, max_tokens=7, remasking_strategy="sequential", repetition_penalty=penalty)
     mask = model.config.mask_token_id
-    committed, block = PROMPT[:4], [PROMPT[4], mask, mask, mask]
-    for j in range(1, 4):  # the first block, one position per step, left to right
-        row = block_logits(model, committed, block, 4, 4)[j]
-        block[j] = sampling_np.greedy_token(sampling_np.penalised_logits(row, mask, (), 1.0))
-    assert out["completion_ids"][:3] == block[1:]
+    committed, block, replayed = PROMPT[:4], [PROMPT[4], mask, mask, mask], []
+    for first_masked in (1, 0):
+        penalised = set(PROMPT) | set(replayed)
+        for j in range(first_masked, 4):
+            row = block_logits(model, committed, block, 4, 4)[j]
+            block[j] = sampling_np.greedy_token(
+                sampling_np.penalised_logits(row, mask, penalised, penalty))
+        replayed += block[first_masked:]
+        committed, block = committed + block, [mask] * 4
+    assert out["completion_ids"] == replayed
+    if penalty != 1.0:  # the penalty must matter here, or this case proves nothing
+        assert decode(model, max_tokens=7, remasking_strategy="sequential")["completion_ids"] \
+            != replayed
 
 
 def test_seeded_sampling_is_reproducible_and_seed_dependent(tiny_models):
@@ -150,6 +183,8 @@ def test_invalid_parameters_are_rejected(tiny_models):
                          (dict(temprature=1.0), "unknown sampling parameters: temprature")):
         with pytest.raises(ValueError, match=message):
             decode(model, **bad)
+    with pytest.raises(ValueError, match=f"mask_token_id {model.vocab_rows} is outside"):
+        generate_np.decode_one(model, PROMPT, GREEDY, 64, mask_token_id=model.vocab_rows)
 
 
 def test_cli_prints_one_json_object_per_prompt(tiny_model_dirs, tmp_path):

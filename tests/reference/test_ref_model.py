@@ -138,15 +138,23 @@ def test_llada_prefill_is_bidirectional_but_sdar_prefill_is_block_causal(tiny_mo
         assert (not np.allclose(rows, rows_other)) == prefill_sees_later_block, arch
 
 
+def _json(folder, name):
+    with open(f"{folder}/{name}", encoding="utf-8") as handle:
+        return json.load(handle)
+
+
 def test_config_reads_eos_from_generation_config_then_config(tiny_model_dirs, tmp_path):
-    config = config_np.load_config(tiny_model_dirs["sdar"])
-    assert (config.family, config.mask_token_id, config.eos_token_ids) == ("sdar", 47, (1, 2))
-    assert (config.head_dim, config.num_heads * config.head_dim) == (16, 64)
-    folder = tmp_path / "no_generation_config"
-    shutil.copytree(tiny_model_dirs["llada"], folder)
-    (folder / "generation_config.json").unlink()
-    llada = config_np.load_config(str(folder))
-    assert (llada.family, llada.eos_token_ids, llada.rms_norm_eps) == ("llada", (1,), 1e-5)
+    folder = tiny_model_dirs["sdar"]
+    config, raw = config_np.load_config(folder), _json(folder, "config.json")
+    assert config.family == "sdar" and config.mask_token_id == raw["mask_token_id"]
+    assert list(config.eos_token_ids) == _json(folder, "generation_config.json")["eos_token_id"]
+    assert (config.head_dim, config.num_heads, config.hidden_size) == (32, 4, 64)
+    copy = tmp_path / "no_generation_config"
+    shutil.copytree(tiny_model_dirs["llada"], copy)
+    (copy / "generation_config.json").unlink()
+    llada = config_np.load_config(str(copy))
+    assert llada.family == "llada" and llada.rms_norm_eps == 1e-5
+    assert llada.eos_token_ids == (_json(copy, "config.json")["eos_token_id"],)
 
 
 def test_moe_layer_rule_follows_sparse_step_and_mlp_only_layers(tiny_model_dirs, tmp_path):
@@ -181,11 +189,13 @@ def test_tied_embeddings_fall_back_to_the_embedding(tiny_model_dirs, tiny_models
 def test_bad_inputs_name_the_problem(tiny_model_dirs, tiny_models, tmp_path):
     config = config_np.load_config(tiny_model_dirs["sdar"])
     tensors = model_np.safetensors_np.load_checkpoint(tiny_model_dirs["sdar"])
-    tensors["model.layers.1.self_attn.k_proj.weight"] = np.zeros((3, 32), dtype=np.float32)
-    with pytest.raises(ValueError, match=r"k_proj.weight has shape \[3, 32\], expected \[32, 32\]"):
+    tensors["model.layers.1.self_attn.k_proj.weight"] = np.zeros((3, 64), dtype=np.float32)
+    # 2 kv heads of 32 over a hidden size of 64.
+    with pytest.raises(ValueError, match=r"k_proj.weight has shape \[3, 64\], expected \[64, 64\]"):
         ReferenceModel(config, tensors)
-    with pytest.raises(ValueError, match="token id 48"):
-        tiny_models["sdar"].forward([1, 48], [0, 0])
+    rows = tiny_models["sdar"].embed.shape[0]
+    with pytest.raises(ValueError, match=f"token id {rows} is outside"):
+        tiny_models["sdar"].forward([1, rows], [0, 0])
     folder = tmp_path / "unknown"
     shutil.copytree(tiny_model_dirs["sdar"], folder)
     (folder / "config.json").write_text(json.dumps({"model_type": "gpt2"}))

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import safetensors_np
-import tiny_model_np
 
 
 def write_raw(path, header, data):
@@ -15,26 +14,20 @@ def write_raw(path, header, data):
     path.write_bytes(struct.pack("<Q", len(header_bytes)) + header_bytes + data)
 
 
-def test_bf16_bits_widen_to_the_exact_float32():
-    # 0x3FC0 = 1.5, 0xC000 = -2, 0x3F81 = 1 + 2^-7, 0x0001 = smallest bf16 subnormal 2^-133.
-    bits = np.array([0x3FC0, 0xC000, 0x3F81, 0x0001], dtype="<u2")
-    expected = [1.5, -2.0, 1.0 + 2 ** -7, 2.0 ** -133]
-    assert safetensors_np._to_float32(bits, "BF16").tolist() == expected
-
-
-def test_round_trip_of_every_supported_dtype(tmp_path):
-    values = np.array([[0.5, -1.25, 3.0], [1e-3, 65504.0, -0.0]], dtype=np.float32)
-    for dtype_name, stored in (("F32", values), ("F16", values.astype(np.float16)),
-                               ("BF16", values)):
-        path = tmp_path / f"{dtype_name}.safetensors"
-        tiny_model_np.write_safetensors(path, {"x": values}, dtype_name)
-        read = safetensors_np.read_safetensors(path)["x"]
-        assert read.dtype == np.float32 and read.shape == (2, 3)
-        if dtype_name == "BF16":
-            bits = tiny_model_np._bf16_bits(values).astype(np.uint32) << 16
-            np.testing.assert_array_equal(read, bits.view(np.float32))
-        else:
-            np.testing.assert_array_equal(read, stored.astype(np.float32))
+def test_every_supported_dtype_reads_back_exactly(tmp_path):
+    # bf16 0x3FC0 = 1.5, 0xC000 = -2, 0x3F81 = 1 + 2^-7, 0x0001 = smallest subnormal 2^-133.
+    bf16 = np.array([0x3FC0, 0xC000, 0x3F81, 0x0001], dtype="<u2").tobytes()
+    f16 = np.array([0.5, -65504.0, 2.0 ** -24], dtype="<f2").tobytes()
+    f32 = np.array([[1e-30, -3.25]], dtype="<f4").tobytes()
+    header = {"b": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 8]},
+              "h": {"dtype": "F16", "shape": [3], "data_offsets": [8, 14]},
+              "f": {"dtype": "F32", "shape": [1, 2], "data_offsets": [14, 22]}}
+    write_raw(tmp_path / "all.safetensors", header, bf16 + f16 + f32)
+    tensors = safetensors_np.read_safetensors(tmp_path / "all.safetensors")
+    assert all(t.dtype == np.float32 for t in tensors.values())
+    assert tensors["b"].tolist() == [[1.5, -2.0], [1.0 + 2 ** -7, 2.0 ** -133]]
+    assert tensors["h"].tolist() == [0.5, -65504.0, 2.0 ** -24]
+    assert tensors["f"].tolist() == [[float(np.float32(1e-30)), -3.25]]
 
 
 def test_metadata_entry_is_skipped_and_offsets_are_honoured(tmp_path):
@@ -49,13 +42,25 @@ def test_metadata_entry_is_skipped_and_offsets_are_honoured(tmp_path):
     assert tensors["b"].tolist() == [1.0, 2.0]
 
 
-def test_sharded_checkpoint_equals_single_file(tmp_path):
-    single = tiny_model_np.write_tiny_model(str(tmp_path / "single"), "sdar", seed=3)
-    sharded = tiny_model_np.write_tiny_model(str(tmp_path / "sharded"), "sdar", seed=3, shards=3)
-    one, many = safetensors_np.load_checkpoint(single), safetensors_np.load_checkpoint(sharded)
+def test_sharded_checkpoint_equals_single_file(make_model):
+    one = safetensors_np.load_checkpoint(make_model("sdar_moe", seed=3))
+    many = safetensors_np.load_checkpoint(make_model("sdar_moe", "--shards", "3", seed=3))
     assert sorted(one) == sorted(many)
     for name in one:
         np.testing.assert_array_equal(one[name], many[name])
+
+
+def test_half_precision_checkpoints_round_the_float32_weights(make_model):
+    # Same seed, same fp32 draws: bf16 keeps 8 significant bits, f16 11, so rounding to nearest
+    # errs by at most 2^-8 and 2^-11 relative for normal numbers.
+    exact = safetensors_np.load_checkpoint(make_model("llada", "--dtype", "f32", seed=4))
+    for dtype, bound in (("bf16", 2.0 ** -8), ("f16", 2.0 ** -11)):
+        rounded = safetensors_np.load_checkpoint(make_model("llada", "--dtype", dtype, seed=4))
+        for name, value in exact.items():
+            normal = np.abs(value) > 1e-4  # away from f16's subnormal range
+            error = np.abs(rounded[name] - value)[normal] / np.abs(value)[normal]
+            assert error.max(initial=0.0) <= bound, (dtype, name)
+        assert any(not np.array_equal(rounded[n], exact[n]) for n in exact)
 
 
 @pytest.mark.parametrize("header, data, message", [
@@ -81,11 +86,13 @@ def test_truncated_files_are_rejected(tmp_path):
         safetensors_np.read_safetensors(cut)
 
 
-def test_index_naming_a_tensor_its_shard_lacks_is_rejected(tmp_path):
-    folder = tiny_model_np.write_tiny_model(str(tmp_path / "m"), "llada", seed=1, shards=2)
-    index_path = tmp_path / "m" / "model.safetensors.index.json"
-    index = json.loads(index_path.read_text())
+def test_index_naming_a_tensor_its_shard_lacks_is_rejected(make_model):
+    folder = make_model("llada", "--shards", "2", seed=1)
+    index_path = f"{folder}/model.safetensors.index.json"
+    with open(index_path, encoding="utf-8") as handle:
+        index = json.load(handle)
     index["weight_map"]["model.transformer.extra.weight"] = "model-00001-of-00002.safetensors"
-    index_path.write_text(json.dumps(index))
+    with open(index_path, "w", encoding="utf-8") as handle:
+        json.dump(index, handle)
     with pytest.raises(ValueError, match="model.transformer.extra.weight"):
         safetensors_np.load_checkpoint(folder)

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+import rng_np
 import sampling_np
 
 
@@ -102,7 +103,8 @@ def test_gumbel_max_restricted_to_kept_set_draws_from_renormalised_probabilities
     probs = np.array([0.1, 0.2, 0.3, 0.4])
     kept = sampling_np.kept_set(probs, 2, 1.0)
     draws = 10_000
-    tokens = [sampling_np.gumbel_max_token(probs, kept, 5, position, 3) for position in range(draws)]
+    tokens = [sampling_np.gumbel_max_token(probs, kept, 5, position, 3)
+              for position in range(draws)]
     counts = np.bincount(tokens, minlength=4)
     assert counts[0] == counts[1] == 0
     expected = draws * np.array([3 / 7, 4 / 7])
@@ -114,7 +116,7 @@ def test_gumbel_max_uses_lane_equal_to_token_id():
     # With equal probabilities the winner is the id whose own uniform draw is largest.
     probs = np.full(6, 1 / 6)
     kept = np.array([4, 1, 3])
-    draws = {i: sampling_np.rng_np.uniform(3, 8, 2, i) for i in kept.tolist()}
+    draws = {i: rng_np.uniform(3, 8, 2, i) for i in kept.tolist()}
     assert sampling_np.gumbel_max_token(probs, kept, 3, 8, 2) == max(draws, key=draws.get)
 
 
