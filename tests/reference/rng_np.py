@@ -42,9 +42,8 @@ def uniform(seed, position, step, lane):
 
     Arguments broadcast against each other; all-scalar arguments give a Python float.
 
-    The final `(h >> 11) + 0.5` is done in float64, exactly as the formula reads in C++
-    (`double(h >> 11) + 0.5`): for h >> 11 >= 2^52 the + 0.5 is a rounding tie, and for
-    h >> 11 = 2^53 - 1 it rounds up to 1.0 (probability 2^-53 per draw).
+    `(h >> 12) + 0.5` has at most 53 significant bits, so it is exact in float64 and the
+    result lies strictly inside (0, 1).
     """
     all_scalars = all(np.ndim(x) == 0 for x in (seed, position, step, lane))
     seed, position, step, lane = np.broadcast_arrays(
@@ -54,5 +53,5 @@ def uniform(seed, position, step, lane):
     h = mix64(h + position)
     h = mix64(h + step)
     h = mix64(h + lane)
-    result = ((h >> _U64(11)).astype(np.float64) + 0.5) * 2.0 ** -53
+    result = ((h >> _U64(12)).astype(np.float64) + 0.5) * 2.0 ** -52
     return float(result[0]) if all_scalars else result

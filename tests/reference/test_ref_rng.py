@@ -21,7 +21,7 @@ def python_uniform(seed, position, step, lane):
     h = python_mix64((h + position) & MASK64)
     h = python_mix64((h + step) & MASK64)
     h = python_mix64((h + lane) & MASK64)
-    return (float(h >> 11) + 0.5) * 2.0 ** -53
+    return (float(h >> 12) + 0.5) * 2.0 ** -52
 
 
 def test_mix64_matches_published_splitmix64_outputs():
