@@ -1,0 +1,119 @@
+// JsonObject: typed, error-naming access to the keys of a checkpoint's JSON files.
+#include "model/json_object.h"
+
+#include <limits>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+
+namespace jet {
+
+std::string_view json_type_name(const Json& value) {
+  if (value.is_number_integer()) return "integer";
+  if (value.is_number()) return "number";
+  if (value.is_string()) return "string";
+  if (value.is_boolean()) return "boolean";
+  if (value.is_null()) return "null";
+  if (value.is_array()) return "array";
+  if (value.is_object()) return "object";
+  return "binary";
+}
+
+std::string json_excerpt(const Json& value, size_t max_chars) {
+  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (text.size() > max_chars) text = text.substr(0, max_chars) + "...";
+  return text;
+}
+
+Json parse_json(std::string_view text, const std::string& source) {
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    throw Error(str(source, ": not valid JSON (", e.what(), ")"));
+  }
+}
+
+JsonObject::JsonObject(Json object, std::string source) : json_(std::move(object)), source_(std::move(source)) {
+  JET_CHECK(json_.is_object(), source_, ": expected a JSON object, got ", json_type_name(json_));
+}
+
+JsonObject JsonObject::from_file(const std::string& path) {
+  return JsonObject(parse_json(read_text_file(path), path), path);
+}
+
+bool JsonObject::has(const std::string& key) const {
+  auto it = json_.find(key);
+  return it != json_.end() && !it->is_null();
+}
+
+const Json& JsonObject::require(const std::string& key) const {
+  auto it = json_.find(key);
+  JET_CHECK(it != json_.end(), source_, ": missing required key '", key, "'");
+  return *it;
+}
+
+void JsonObject::wrong_type(const std::string& key, std::string_view expected) const {
+  throw Error(str(source_, ": key '", key, "' must be ", expected, ", got ", json_type_name(json_.at(key)), " ",
+                  json_excerpt(json_.at(key))));
+}
+
+int64_t JsonObject::to_int(const std::string& key, const Json& value) const {
+  if (!value.is_number_integer()) wrong_type(key, "an integer");
+  if (value.is_number_unsigned()) {
+    auto u = value.get<uint64_t>();
+    JET_CHECK(u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), source_, ": key '", key,
+              "' is out of range (", u, ")");
+    return static_cast<int64_t>(u);
+  }
+  return value.get<int64_t>();
+}
+
+int64_t JsonObject::get_int(const std::string& key) const { return to_int(key, require(key)); }
+
+double JsonObject::get_number(const std::string& key) const {
+  const Json& value = require(key);
+  if (!value.is_number()) wrong_type(key, "a number");
+  return value.get<double>();
+}
+
+std::string JsonObject::get_string(const std::string& key) const {
+  const Json& value = require(key);
+  if (!value.is_string()) wrong_type(key, "a string");
+  return value.get<std::string>();
+}
+
+int64_t JsonObject::get_int(const std::string& key, int64_t fallback) const {
+  return has(key) ? get_int(key) : fallback;
+}
+
+double JsonObject::get_number(const std::string& key, double fallback) const {
+  return has(key) ? get_number(key) : fallback;
+}
+
+bool JsonObject::get_bool(const std::string& key, bool fallback) const {
+  if (!has(key)) return fallback;
+  const Json& value = json_.at(key);
+  if (!value.is_boolean()) wrong_type(key, "a boolean");
+  return value.get<bool>();
+}
+
+std::vector<int64_t> JsonObject::get_int_list(const std::string& key, std::vector<int64_t> fallback) const {
+  if (!has(key)) return fallback;
+  const Json& value = json_.at(key);
+  if (!value.is_array()) wrong_type(key, "a list of integers");
+  std::vector<int64_t> out;
+  for (const Json& item : value) {
+    if (!item.is_number_integer()) wrong_type(key, "a list of integers");
+    out.push_back(to_int(key, item));
+  }
+  return out;
+}
+
+std::vector<int64_t> JsonObject::get_int_or_int_list(const std::string& key, std::vector<int64_t> fallback) const {
+  if (!has(key)) return fallback;
+  if (json_.at(key).is_number_integer()) return {get_int(key)};
+  if (!json_.at(key).is_array()) wrong_type(key, "an integer or a list of integers");
+  return get_int_list(key, {});
+}
+
+}  // namespace jet

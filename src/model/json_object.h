@@ -1,0 +1,58 @@
+// Typed reads from the JSON files of a checkpoint (config.json, generation_config.json, the shard
+// index): every error names the file, the key, the expected and the actual JSON type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace jet {
+
+using Json = nlohmann::json;
+
+// "integer", "number", "string", "boolean", "null", "array" or "object".
+std::string_view json_type_name(const Json& value);
+
+// `value` as compact JSON text, cut to `max_chars` (for quoting a bad value in an error).
+std::string json_excerpt(const Json& value, size_t max_chars = 60);
+
+// Parses `text`; a syntax error becomes a jet::Error naming `source`.
+Json parse_json(std::string_view text, const std::string& source);
+
+// A JSON object and the file it came from. A key holding null counts as absent, as it does for
+// HuggingFace configs ("n_kv_heads": null means "use the default").
+class JsonObject {
+ public:
+  JsonObject(Json object, std::string source);  // throws unless `object` is a JSON object
+  static JsonObject from_file(const std::string& path);
+
+  const std::string& source() const { return source_; }
+  const Json& json() const { return json_; }
+  bool has(const std::string& key) const;
+
+  // Required keys: absent -> "missing key"; wrong type -> "must be <type>, got <type>".
+  int64_t get_int(const std::string& key) const;
+  double get_number(const std::string& key) const;
+  std::string get_string(const std::string& key) const;
+
+  // Optional keys: `fallback` when absent; a present value of the wrong type is still an error.
+  int64_t get_int(const std::string& key, int64_t fallback) const;
+  double get_number(const std::string& key, double fallback) const;
+  bool get_bool(const std::string& key, bool fallback) const;
+  std::vector<int64_t> get_int_list(const std::string& key, std::vector<int64_t> fallback) const;
+  // An integer or a list of integers (HF writes eos_token_id either way).
+  std::vector<int64_t> get_int_or_int_list(const std::string& key, std::vector<int64_t> fallback) const;
+
+ private:
+  const Json& require(const std::string& key) const;
+  [[noreturn]] void wrong_type(const std::string& key, std::string_view expected) const;
+  int64_t to_int(const std::string& key, const Json& value) const;
+
+  Json json_;
+  std::string source_;
+};
+
+}  // namespace jet

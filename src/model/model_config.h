@@ -1,0 +1,59 @@
+// ModelConfig: the typed, validated architecture of a checkpoint, read from config.json (and the
+// stop tokens from generation_config.json). One struct for every family; each family's own keys
+// (SDAR = Qwen3 names, LLaDA = OLMo names) are mapped onto it in model_config.cpp.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace jet {
+
+enum class ModelFamily { SDAR, SDAR_MOE, LLADA };
+
+std::string_view family_name(ModelFamily family);  // "sdar", "sdar_moe", "llada"
+
+struct ModelConfig {
+  ModelFamily family = ModelFamily::SDAR;
+  std::string model_type;  // as written in config.json (dLLM-Var is a "llada" checkpoint)
+
+  int64_t hidden = 0;        // residual width
+  int64_t intermediate = 0;  // dense MLP width
+  int64_t layers = 0;
+  int64_t heads = 0;     // query heads
+  int64_t kv_heads = 0;  // key/value heads (GQA when fewer than heads)
+  int64_t head_dim = 0;
+  int64_t vocab = 0;  // rows of the embedding and of the LM head
+  double rms_eps = 0;
+  double rope_theta = 0;
+  int64_t max_positions = 0;
+  bool tied = false;         // the LM head reuses the embedding
+  bool qk_norm = false;      // per-head RMSNorm of q and k before RoPE (SDAR)
+  bool block_causal = true;  // SDAR: block-causal attention; LLaDA: bidirectional
+
+  int64_t block_size = 0;  // default denoising block length
+  int64_t mask_token_id = 0;
+  std::vector<int64_t> eos_token_ids;  // stop tokens
+  std::optional<int64_t> bos_token_id;
+
+  // Mixture of experts (SDAR_MOE); zero / empty otherwise.
+  int64_t num_experts = 0;
+  int64_t experts_per_token = 0;  // top-k
+  int64_t moe_intermediate = 0;   // width of one expert's MLP
+  bool norm_topk_prob = false;    // renormalise the top-k router weights to sum 1
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;  // layers that keep a dense MLP
+
+  // Whether `layer` has a routed-expert MLP (Qwen3-MoE rule: not in mlp_only_layers, and
+  // (layer + 1) is a multiple of decoder_sparse_step).
+  bool is_moe_layer(int64_t layer) const;
+};
+
+// Reads <model_dir>/config.json and, when present, <model_dir>/generation_config.json.
+// Throws jet::Error naming the file and key for a missing or mistyped key, an unknown
+// model_type, an unsupported feature (e.g. attention biases, rope scaling) or inconsistent sizes.
+ModelConfig load_model_config(const std::string& model_dir);
+
+}  // namespace jet

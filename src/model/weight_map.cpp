@@ -1,0 +1,180 @@
+// Per-family tensor naming schemes, the expected shapes, and checkpoint validation.
+#include "model/weight_map.h"
+
+#include <unordered_set>
+
+#include "core/error.h"
+
+namespace jet {
+namespace {
+
+// How one family names its tensors. Per-layer names are layer_prefix + index + "." + suffix;
+// expert names are layer_prefix + index + "." + experts_infix + expert + "." + expert suffix.
+// nullptr: the family has no such tensor.
+struct NamingScheme {
+  const char* embed;
+  const char* final_norm;
+  const char* lm_head;
+  const char* layer_prefix;
+  const char* attn_norm;
+  const char* q_proj;
+  const char* k_proj;
+  const char* v_proj;
+  const char* o_proj;
+  const char* q_norm;
+  const char* k_norm;
+  const char* mlp_norm;
+  const char* gate_proj;
+  const char* up_proj;
+  const char* down_proj;
+  const char* router;
+  const char* experts_infix;
+};
+
+// SDAR and SDAR-MoE: Qwen3 / Qwen3-MoE names (reference/models.md §1.2).
+constexpr NamingScheme kSdarScheme = {
+    "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "model.layers.",
+    "input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+    "self_attn.o_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight", "post_attention_layernorm.weight",
+    "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight", "mlp.gate.weight", "mlp.experts."};
+
+// LLaDA / dLLM-Var: OLMo names (reference/models.md §2.2). ff_proj is the gate (SiLU side);
+// ff_out is the down projection inside a block and the LM head outside.
+constexpr NamingScheme kLladaScheme = {
+    "model.transformer.wte.weight", "model.transformer.ln_f.weight", "model.transformer.ff_out.weight",
+    "model.transformer.blocks.", "attn_norm.weight", "q_proj.weight", "k_proj.weight", "v_proj.weight",
+    "attn_out.weight", nullptr, nullptr, "ff_norm.weight", "ff_proj.weight", "up_proj.weight", "ff_out.weight",
+    nullptr, nullptr};
+
+constexpr const char* kExpertGate = "gate_proj.weight";
+constexpr const char* kExpertUp = "up_proj.weight";
+constexpr const char* kExpertDown = "down_proj.weight";
+
+const NamingScheme& scheme(const ModelConfig& config) {
+  return config.family == ModelFamily::LLADA ? kLladaScheme : kSdarScheme;
+}
+
+std::string layer_name(const NamingScheme& s, int64_t layer, const char* suffix) {
+  return suffix ? str(s.layer_prefix, layer, ".", suffix) : std::string();
+}
+
+bool is_float(DType t) { return t == DType::BF16 || t == DType::F16 || t == DType::F32; }
+
+void add(std::vector<ExpectedTensor>& out, const std::string& name, std::vector<int64_t> shape) {
+  if (!name.empty()) out.push_back({name, std::move(shape)});
+}
+
+}  // namespace
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+ModelWeightNames model_weight_names(const ModelConfig& config) {
+  const NamingScheme& s = scheme(config);
+  return {s.embed, s.final_norm, config.tied ? s.embed : s.lm_head};
+}
+
+LayerWeightNames layer_weight_names(const ModelConfig& config, int64_t layer) {
+  const NamingScheme& s = scheme(config);
+  const bool moe = config.is_moe_layer(layer);
+  auto name = [&](const char* suffix) { return layer_name(s, layer, suffix); };
+  LayerWeightNames n;
+  n.attn_norm = name(s.attn_norm);
+  n.q_proj = name(s.q_proj);
+  n.k_proj = name(s.k_proj);
+  n.v_proj = name(s.v_proj);
+  n.o_proj = name(s.o_proj);
+  n.q_norm = name(s.q_norm);
+  n.k_norm = name(s.k_norm);
+  n.mlp_norm = name(s.mlp_norm);
+  if (moe) {
+    n.router = name(s.router);
+  } else {
+    n.gate_proj = name(s.gate_proj);
+    n.up_proj = name(s.up_proj);
+    n.down_proj = name(s.down_proj);
+  }
+  return n;
+}
+
+ExpertWeightNames expert_weight_names(const ModelConfig& config, int64_t layer, int64_t expert) {
+  const NamingScheme& s = scheme(config);
+  JET_ASSERT(s.experts_infix && config.is_moe_layer(layer), "layer ", layer, " has no experts");
+  const std::string prefix = str(s.layer_prefix, layer, ".", s.experts_infix, expert, ".");
+  return {prefix + kExpertGate, prefix + kExpertUp, prefix + kExpertDown};
+}
+
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
+  const int64_t q_width = c.heads * c.head_dim;
+  const int64_t kv_width = c.kv_heads * c.head_dim;
+  const ModelWeightNames global = model_weight_names(c);
+  std::vector<ExpectedTensor> out;
+  add(out, global.embed, {c.vocab, c.hidden});
+  for (int64_t layer = 0; layer < c.layers; ++layer) {
+    const LayerWeightNames n = layer_weight_names(c, layer);
+    add(out, n.attn_norm, {c.hidden});
+    add(out, n.q_proj, {q_width, c.hidden});
+    add(out, n.k_proj, {kv_width, c.hidden});
+    add(out, n.v_proj, {kv_width, c.hidden});
+    add(out, n.o_proj, {c.hidden, q_width});
+    add(out, n.q_norm, {c.head_dim});
+    add(out, n.k_norm, {c.head_dim});
+    add(out, n.mlp_norm, {c.hidden});
+    add(out, n.gate_proj, {c.intermediate, c.hidden});
+    add(out, n.up_proj, {c.intermediate, c.hidden});
+    add(out, n.down_proj, {c.hidden, c.intermediate});
+    add(out, n.router, {c.num_experts, c.hidden});
+    if (!c.is_moe_layer(layer)) continue;
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      const ExpertWeightNames x = expert_weight_names(c, layer, e);
+      add(out, x.gate_proj, {c.moe_intermediate, c.hidden});
+      add(out, x.up_proj, {c.moe_intermediate, c.hidden});
+      add(out, x.down_proj, {c.hidden, c.moe_intermediate});
+    }
+  }
+  add(out, global.final_norm, {c.hidden});
+  if (!c.tied) add(out, global.lm_head, {c.vocab, c.hidden});
+  return out;
+}
+
+WeightReport validate_weights(const ModelConfig& config, const Checkpoint& checkpoint) {
+  WeightReport report;
+  std::unordered_set<std::string> expected_names;
+  for (const ExpectedTensor& want : expected_tensors(config)) {
+    expected_names.insert(want.name);
+    const TensorInfo* have = checkpoint.find(want.name);
+    if (!have) {
+      report.problems.push_back(str("missing tensor '", want.name, "' (expected shape ", shape_string(want.shape), ")"));
+      continue;
+    }
+    if (have->shape != want.shape) {
+      report.problems.push_back(str("tensor '", want.name, "' has shape ", shape_string(have->shape), ", expected ",
+                                    shape_string(want.shape)));
+    }
+    if (!is_float(have->dtype)) {
+      report.problems.push_back(str("tensor '", want.name, "' has dtype ", dtype_name(have->dtype),
+                                    ", expected a float dtype (BF16, F16 or F32)"));
+    }
+  }
+  for (const std::string& name : checkpoint.names()) {
+    if (!expected_names.count(name)) report.unexpected.push_back(name);
+  }
+  return report;
+}
+
+void require_valid_weights(const ModelConfig& config, const Checkpoint& checkpoint) {
+  const WeightReport report = validate_weights(config, checkpoint);
+  if (report.ok()) return;
+  // A wrong config can make every tensor mismatch; the first few problems tell the story.
+  constexpr size_t kMaxListed = 10;
+  std::string message = str(checkpoint.dir(), ": checkpoint does not match config.json (", report.problems.size(),
+                            " problem", report.problems.size() == 1 ? "" : "s", ")");
+  for (size_t i = 0; i < report.problems.size() && i < kMaxListed; ++i) message += "\n  " + report.problems[i];
+  if (report.problems.size() > kMaxListed) message += str("\n  ... and ", report.problems.size() - kMaxListed, " more");
+  throw Error(message);
+}
+
+}  // namespace jet

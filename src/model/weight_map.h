@@ -1,0 +1,63 @@
+// The HuggingFace tensor names and shapes each model family expects, and the check of a
+// checkpoint against them. All naming knowledge of a family lives here: the model code fetches
+// its weights through the *_weight_names helpers rather than spelling names itself.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/checkpoint.h"
+#include "model/model_config.h"
+
+namespace jet {
+
+// Tensors outside the layers. lm_head equals embed when the config ties them.
+struct ModelWeightNames {
+  std::string embed;       // [vocab, hidden]
+  std::string final_norm;  // [hidden]
+  std::string lm_head;     // [vocab, hidden]
+};
+
+// Tensors of one layer. An empty name means the family or this layer has no such tensor.
+struct LayerWeightNames {
+  std::string attn_norm;                       // [hidden], RMSNorm before attention
+  std::string q_proj, k_proj, v_proj, o_proj;  // [heads*head_dim | kv_heads*head_dim, hidden]; o: [hidden, heads*head_dim]
+  std::string q_norm, k_norm;                  // [head_dim], per-head qk-norm (SDAR families)
+  std::string mlp_norm;                        // [hidden], RMSNorm before the MLP
+  std::string gate_proj, up_proj, down_proj;   // dense SwiGLU MLP: [inter, hidden] x2, [hidden, inter]
+  std::string router;                          // [experts, hidden] (MoE layers)
+};
+
+// One routed expert of a MoE layer: [moe_inter, hidden] x2, [hidden, moe_inter].
+struct ExpertWeightNames {
+  std::string gate_proj, up_proj, down_proj;
+};
+
+ModelWeightNames model_weight_names(const ModelConfig& config);
+LayerWeightNames layer_weight_names(const ModelConfig& config, int64_t layer);
+ExpertWeightNames expert_weight_names(const ModelConfig& config, int64_t layer, int64_t expert);
+
+struct ExpectedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+// Every tensor the model reads, with its shape, in checkpoint order (embedding, layers, head).
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& config);
+
+struct WeightReport {
+  std::vector<std::string> problems;    // missing tensors, wrong shapes, non-float dtypes
+  std::vector<std::string> unexpected;  // names in the checkpoint the model does not read (not an error)
+  bool ok() const { return problems.empty(); }
+};
+
+WeightReport validate_weights(const ModelConfig& config, const Checkpoint& checkpoint);
+
+// validate_weights, throwing one jet::Error that lists the problems when there are any.
+void require_valid_weights(const ModelConfig& config, const Checkpoint& checkpoint);
+
+// "[151936, 2560]"
+std::string shape_string(const std::vector<int64_t>& shape);
+
+}  // namespace jet

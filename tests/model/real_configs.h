@@ -1,0 +1,93 @@
+// config.json contents of the real checkpoints (values from reference/models.md), for tests that
+// need full-size configurations without the weights.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+namespace jet::test {
+
+// SDAR-4B-Chat as on the HF page: no block_size / mask_token_id keys.
+inline nlohmann::json sdar_4b_config() {
+  return {{"architectures", {"SDARForCausalLM"}},
+          {"attention_bias", false},
+          {"attention_dropout", 0.0},
+          {"bos_token_id", 151643},
+          {"eos_token_id", 151643},
+          {"head_dim", 128},
+          {"hidden_act", "silu"},
+          {"hidden_size", 2560},
+          {"intermediate_size", 9728},
+          {"max_position_embeddings", 32768},
+          {"model_type", "sdar"},
+          {"num_attention_heads", 32},
+          {"num_hidden_layers", 36},
+          {"num_key_value_heads", 8},
+          {"rms_norm_eps", 1e-6},
+          {"rope_scaling", nullptr},
+          {"rope_theta", 1000000},
+          {"sliding_window", nullptr},
+          {"tie_word_embeddings", false},
+          {"torch_dtype", "bfloat16"},
+          {"use_sliding_window", false},
+          {"vocab_size", 151936}};
+}
+
+inline nlohmann::json sdar_8b_config() {
+  nlohmann::json c = sdar_4b_config();
+  c["hidden_size"] = 4096;
+  c["intermediate_size"] = 12288;
+  c["block_size"] = 4;
+  c["mask_token_id"] = 151669;
+  return c;
+}
+
+inline nlohmann::json sdar_30b_moe_config() {
+  nlohmann::json c = sdar_4b_config();
+  c["architectures"] = {"SDARMoeForCausalLM"};
+  c["model_type"] = "sdar_moe";
+  c["hidden_size"] = 2048;
+  c["intermediate_size"] = 6144;
+  c["num_hidden_layers"] = 48;
+  c["num_key_value_heads"] = 4;
+  c["num_experts"] = 128;
+  c["num_experts_per_tok"] = 8;
+  c["moe_intermediate_size"] = 768;
+  c["norm_topk_prob"] = true;
+  c["decoder_sparse_step"] = 1;
+  c["mlp_only_layers"] = nlohmann::json::array();
+  return c;
+}
+
+// LLaDA-8B-Instruct (OLMo key names).
+inline nlohmann::json llada_8b_config() {
+  return {{"activation_type", "silu"},
+          {"alibi", false},
+          {"architectures", {"LLaDAModelLM"}},
+          {"attention_layer_norm", false},
+          {"block_type", "llama"},
+          {"d_model", 4096},
+          {"embedding_size", 126464},
+          {"eos_token_id", 126081},
+          {"include_bias", false},
+          {"include_qkv_bias", false},
+          {"input_emb_norm", false},
+          {"layer_norm_type", "rms"},
+          {"mask_token_id", 126336},
+          {"max_sequence_length", 4096},
+          {"mlp_hidden_size", 12288},
+          {"mlp_ratio", 4},
+          {"model_type", "llada"},
+          {"multi_query_attention", nullptr},
+          {"n_heads", 32},
+          {"n_kv_heads", 32},
+          {"n_layers", 32},
+          {"pad_token_id", 126081},
+          {"rms_norm_eps", 1e-5},
+          {"rope", true},
+          {"rope_theta", 500000.0},
+          {"scale_logits", false},
+          {"vocab_size", 126464},
+          {"weight_tying", false}};
+}
+
+}  // namespace jet::test

@@ -1,0 +1,280 @@
+// ModelConfig: the tiny models of each family, the real configurations (with the defaults for
+// keys they omit), and a clear error for each kind of bad config.json.
+#include <gtest/gtest.h>
+
+#include <optional>
+
+#include "model/model_config.h"
+#include "model_test_util.h"
+#include "real_configs.h"
+
+using namespace jet;
+using namespace jet::test;
+
+namespace {
+
+ModelConfig load(const Json& config, const std::optional<Json>& generation = std::nullopt) {
+  TempDir dir;
+  write_json(dir.file("config.json"), config);
+  if (generation) write_json(dir.file("generation_config.json"), *generation);
+  return load_model_config(dir.path());
+}
+
+// The id of an added token in a tiny model's tokenizer.json.
+int64_t added_token_id(const TempDir& dir, const std::string& content) {
+  const Json tokenizer = read_json(dir.file("tokenizer.json"));
+  for (const Json& token : tokenizer["added_tokens"]) {
+    if (token["content"] == content) return token["id"];
+  }
+  ADD_FAILURE() << "no added token " << content;
+  return -1;
+}
+
+Json with(Json config, const std::string& key, const Json& value) {
+  config[key] = value;
+  return config;
+}
+
+Json without(Json config, const std::string& key) {
+  config.erase(key);
+  return config;
+}
+
+}  // namespace
+
+TEST(ModelConfig, ReadsTinySdar) {
+  TempDir dir;
+  ASSERT_TRUE(make_tiny_model("sdar", dir.path(), 1, "--layers 3 --hidden 48 --heads 6 --kv-heads 3 --block-size 8"));
+  const ModelConfig c = load_model_config(dir.path());
+  EXPECT_EQ(c.family, ModelFamily::SDAR);
+  EXPECT_EQ(c.model_type, "sdar");
+  EXPECT_EQ(c.layers, 3);
+  EXPECT_EQ(c.hidden, 48);
+  EXPECT_EQ(c.heads, 6);
+  EXPECT_EQ(c.kv_heads, 3);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.intermediate, 128);
+  EXPECT_EQ(c.block_size, 8);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_TRUE(c.block_causal);
+  EXPECT_FALSE(c.tied);
+  EXPECT_EQ(c.vocab % 64, 0);
+  EXPECT_EQ(c.mask_token_id, added_token_id(dir, "<|MASK|>"));
+  EXPECT_EQ(c.eos_token_ids,
+            (std::vector<int64_t>{added_token_id(dir, "<|im_end|>"), added_token_id(dir, "<|endoftext|>")}));
+  EXPECT_EQ(c.bos_token_id, added_token_id(dir, "<|endoftext|>"));
+  EXPECT_EQ(c.num_experts, 0);
+}
+
+TEST(ModelConfig, ReadsTinySdarMoe) {
+  TempDir dir;
+  ASSERT_TRUE(make_tiny_model("sdar_moe", dir.path(), 1, "--experts 6 --top-k 3 --moe-intermediate 24"));
+  const ModelConfig c = load_model_config(dir.path());
+  EXPECT_EQ(c.family, ModelFamily::SDAR_MOE);
+  EXPECT_EQ(c.num_experts, 6);
+  EXPECT_EQ(c.experts_per_token, 3);
+  EXPECT_EQ(c.moe_intermediate, 24);
+  EXPECT_TRUE(c.norm_topk_prob);
+  EXPECT_TRUE(c.is_moe_layer(0));
+  EXPECT_TRUE(c.is_moe_layer(1));
+}
+
+TEST(ModelConfig, ReadsTinyLlada) {
+  TempDir dir;
+  ASSERT_TRUE(make_tiny_model("llada", dir.path()));
+  const ModelConfig c = load_model_config(dir.path());
+  EXPECT_EQ(c.family, ModelFamily::LLADA);
+  EXPECT_EQ(c.hidden, 64);
+  EXPECT_EQ(c.heads, 4);
+  EXPECT_EQ(c.kv_heads, 4);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_FALSE(c.block_causal);
+  EXPECT_EQ(c.mask_token_id, added_token_id(dir, "<|mdm_mask|>"));
+  EXPECT_EQ(c.eos_token_ids,
+            (std::vector<int64_t>{added_token_id(dir, "<|endoftext|>"), added_token_id(dir, "<|eot_id|>")}));
+}
+
+TEST(ModelConfig, ReadsTinyModelWithQwen3Vocabulary) {
+  TempDir dir;
+  ASSERT_TRUE(make_tiny_model("llada", dir.path(), 1, "--vocab qwen3 --layers 1"));
+  const ModelConfig c = load_model_config(dir.path());
+  EXPECT_EQ(c.vocab, 151936);
+  EXPECT_EQ(c.mask_token_id, 151669);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{151645, 151643}));
+}
+
+TEST(ModelConfig, ReadsSdar4bWithDefaultsForOmittedKeys) {
+  const ModelConfig c = load(sdar_4b_config());
+  EXPECT_EQ(c.hidden, 2560);
+  EXPECT_EQ(c.heads * c.head_dim, 4096);  // q width differs from hidden
+  EXPECT_EQ(c.kv_heads, 8);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.rms_eps, 1e-6);
+  EXPECT_EQ(c.max_positions, 32768);
+  EXPECT_EQ(c.block_size, 4);
+  EXPECT_EQ(c.mask_token_id, 151669);
+  // config.json names only <|endoftext|>; chat turns end with <|im_end|>, which is added.
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{151643, 151645}));
+  EXPECT_EQ(c.bos_token_id, 151643);
+}
+
+TEST(ModelConfig, TakesStopTokensFromGenerationConfig) {
+  const ModelConfig c = load(sdar_8b_config(), Json{{"eos_token_id", {151645, 151643}}, {"top_k", 20}});
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{151645, 151643}));
+}
+
+TEST(ModelConfig, ReadsSdar30bMoe) {
+  const ModelConfig c = load(sdar_30b_moe_config());
+  EXPECT_EQ(c.family, ModelFamily::SDAR_MOE);
+  EXPECT_EQ(c.num_experts, 128);
+  EXPECT_EQ(c.experts_per_token, 8);
+  EXPECT_EQ(c.moe_intermediate, 768);
+  EXPECT_EQ(c.kv_heads, 4);
+}
+
+TEST(ModelConfig, HonoursMlpOnlyLayersAndSparseStep) {
+  Json config = sdar_30b_moe_config();
+  config["mlp_only_layers"] = {0, 5};
+  config["decoder_sparse_step"] = 2;
+  const ModelConfig c = load(config);
+  EXPECT_FALSE(c.is_moe_layer(0));  // listed
+  EXPECT_TRUE(c.is_moe_layer(1));   // (1 + 1) % 2 == 0
+  EXPECT_FALSE(c.is_moe_layer(2));  // (2 + 1) % 2 != 0
+  EXPECT_FALSE(c.is_moe_layer(5));  // listed
+}
+
+TEST(ModelConfig, ReadsLlada8b) {
+  const ModelConfig c = load(llada_8b_config());
+  EXPECT_EQ(c.family, ModelFamily::LLADA);
+  EXPECT_EQ(c.hidden, 4096);
+  EXPECT_EQ(c.layers, 32);
+  EXPECT_EQ(c.heads, 32);
+  EXPECT_EQ(c.kv_heads, 32);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.intermediate, 12288);
+  EXPECT_EQ(c.vocab, 126464);
+  EXPECT_EQ(c.rope_theta, 500000.0);
+  EXPECT_EQ(c.rms_eps, 1e-5);
+  EXPECT_EQ(c.max_positions, 4096);
+  EXPECT_EQ(c.mask_token_id, 126336);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{126081, 126348}));
+  EXPECT_FALSE(c.bos_token_id.has_value());
+}
+
+TEST(ModelConfig, LladaNullKvHeadsMeansHeads) {
+  EXPECT_EQ(load(with(llada_8b_config(), "n_kv_heads", nullptr)).kv_heads, 32);
+}
+
+TEST(ModelConfig, LladaVocabFallsBackToVocabSize) {
+  Json config = without(llada_8b_config(), "embedding_size");
+  config["vocab_size"] = 130000;
+  EXPECT_EQ(load(config).vocab, 130000);
+}
+
+TEST(ModelConfig, LladaDefaultsWithoutOptionalKeys) {
+  Json config = without(without(llada_8b_config(), "mask_token_id"), "eos_token_id");
+  const ModelConfig c = load(config);
+  EXPECT_EQ(c.mask_token_id, 126336);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{126081, 126348}));
+}
+
+TEST(ModelConfig, InfersFamilyFromArchitectures) {
+  EXPECT_EQ(load(without(llada_8b_config(), "model_type")).family, ModelFamily::LLADA);
+  EXPECT_EQ(load(without(sdar_30b_moe_config(), "model_type")).model_type, "sdar_moe");
+}
+
+TEST(ModelConfig, RejectsMissingConfigFile) {
+  TempDir dir;
+  expect_error([&] { load_model_config(dir.path()); }, {dir.path().string(), "has no config.json"});
+}
+
+TEST(ModelConfig, RejectsConfigThatIsNotJson) {
+  TempDir dir;
+  write_file(dir.file("config.json"), "{\"hidden_size\": ");
+  expect_error([&] { load_model_config(dir.path()); }, {"config.json", "not valid JSON"});
+}
+
+TEST(ModelConfig, RejectsMissingRequiredKey) {
+  expect_error([] { load(without(sdar_4b_config(), "hidden_size")); },
+               {"config.json", "missing required key 'hidden_size'"});
+  expect_error([] { load(without(llada_8b_config(), "n_layers")); }, {"config.json", "missing required key 'n_layers'"});
+}
+
+TEST(ModelConfig, RejectsWrongTypedKey) {
+  expect_error([] { load(with(sdar_4b_config(), "num_hidden_layers", "36")); },
+               {"config.json", "key 'num_hidden_layers' must be an integer, got string \"36\""});
+  expect_error([] { load(with(sdar_4b_config(), "tie_word_embeddings", 0)); },
+               {"key 'tie_word_embeddings' must be a boolean, got integer"});
+  expect_error([] { load(with(sdar_4b_config(), "rope_theta", "1e6")); }, {"key 'rope_theta' must be a number"});
+}
+
+TEST(ModelConfig, RejectsFractionalInteger) {
+  expect_error([] { load(with(sdar_4b_config(), "hidden_size", 2560.5)); },
+               {"key 'hidden_size' must be an integer, got number"});
+}
+
+TEST(ModelConfig, RejectsUnknownModelType) {
+  expect_error([] { load(with(sdar_4b_config(), "model_type", "qwen2")); },
+               {"config.json", "unsupported model_type 'qwen2'", "supported: sdar, sdar_moe, llada"});
+}
+
+TEST(ModelConfig, RejectsUnknownArchitectureWithoutModelType) {
+  Json config = without(sdar_4b_config(), "model_type");
+  config["architectures"] = {"Qwen2ForCausalLM"};
+  expect_error([&] { load(config); }, {"Qwen2ForCausalLM", "supported: sdar, sdar_moe, llada"});
+  expect_error([] { load(without(without(sdar_4b_config(), "model_type"), "architectures")); },
+               {"missing required key 'model_type'"});
+}
+
+TEST(ModelConfig, RejectsAttentionBias) {
+  expect_error([] { load(with(sdar_4b_config(), "attention_bias", true)); },
+               {"config.json", "attention_bias = true is not supported"});
+}
+
+TEST(ModelConfig, RejectsRopeScaling) {
+  expect_error([] { load(with(sdar_4b_config(), "rope_scaling", {{"type", "yarn"}, {"factor", 4}})); },
+               {"rope_scaling", "is not supported (only null)"});
+}
+
+TEST(ModelConfig, RejectsUnsupportedLladaFeature) {
+  expect_error([] { load(with(llada_8b_config(), "include_qkv_bias", true)); }, {"include_qkv_bias = true"});
+  expect_error([] { load(with(llada_8b_config(), "block_type", "sequential")); }, {"block_type = \"sequential\""});
+}
+
+TEST(ModelConfig, RejectsNonPositiveSize) {
+  expect_error([] { load(with(sdar_4b_config(), "num_attention_heads", 0)); },
+               {"key 'num_attention_heads' must be positive, got 0"});
+  expect_error([] { load(with(sdar_4b_config(), "rms_norm_eps", -1e-6)); }, {"key 'rms_norm_eps' must be positive"});
+}
+
+TEST(ModelConfig, RejectsHeadsNotAMultipleOfKvHeads) {
+  expect_error([] { load(with(sdar_4b_config(), "num_key_value_heads", 6)); },
+               {"32 attention heads are not a multiple of 6 key/value heads"});
+}
+
+TEST(ModelConfig, RejectsHiddenNotDivisibleByHeadsWhenHeadDimIsImplicit) {
+  expect_error([] { load(with(llada_8b_config(), "n_heads", 30)); }, {"d_model 4096 is not a multiple of n_heads 30"});
+}
+
+TEST(ModelConfig, RejectsTopKAboveExperts) {
+  expect_error([] { load(with(sdar_30b_moe_config(), "num_experts_per_tok", 129)); },
+               {"num_experts_per_tok 129 exceeds num_experts 128"});
+}
+
+TEST(ModelConfig, RejectsMlpOnlyLayerOutOfRange) {
+  expect_error([] { load(with(sdar_30b_moe_config(), "mlp_only_layers", {48})); },
+               {"mlp_only_layers entry 48 is not a layer index [0, 48)"});
+}
+
+TEST(ModelConfig, RejectsMaskTokenOutsideTheVocabulary) {
+  expect_error([] { load(with(sdar_4b_config(), "mask_token_id", 151936)); },
+               {"mask_token_id 151936 is outside the vocabulary [0, 151936)"});
+}
+
+TEST(ModelConfig, RejectsBadStopTokensNamingGenerationConfig) {
+  expect_error([] { load(sdar_4b_config(), Json{{"eos_token_id", {151645, -1}}}); },
+               {"generation_config.json", "eos_token_id -1 is outside the vocabulary"});
+  expect_error([] { load(sdar_4b_config(), Json{{"eos_token_id", "<|im_end|>"}}); },
+               {"generation_config.json", "key 'eos_token_id' must be an integer or a list of integers, got string"});
+}

@@ -1,0 +1,299 @@
+#!/usr/bin/python3
+"""Writes a tiny random model as a complete HuggingFace folder, for tests and benchmarks.
+
+    make_tiny_model.py --arch {sdar,sdar_moe,llada} --out DIR [--seed N] [--vocab small|qwen3]
+        [--layers L --hidden H --heads N --kv-heads K --head-dim D --intermediate I]
+        [--experts E --top-k K --moe-intermediate M] [--block-size B] [--dtype bf16|f16|f32] [--shards K]
+
+Output: config.json (the keys the real checkpoints use, reference/models.md), generation_config.json,
+model.safetensors (or K shards + model.safetensors.index.json), tokenizer.json, tokenizer_config.json.
+Weights are random but deterministic for a seed (NumPy PCG64), scaled so that logits have a standard
+deviation of about 2: the output distribution of a tiny model is neither flat nor one-hot.
+NumPy only: no torch, no network.
+"""
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import safetensors_io  # noqa: E402
+import tiny_tokenizer  # noqa: E402
+
+ARCHS = ("sdar", "sdar_moe", "llada")
+DTYPES = {"bf16": ("BF16", "bfloat16"), "f16": ("F16", "float16"), "f32": ("F32", "float32")}
+LOGIT_STD = 2.0  # target standard deviation of the logits
+NORM_NOISE = 0.05  # norm weights are 1 + NORM_NOISE * N(0, 1)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--arch", choices=ARCHS, required=True)
+    p.add_argument("--out", required=True, help="output directory (created)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--vocab", choices=("small", "qwen3"), default="small")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, help="default 2 (llada: = heads)")
+    p.add_argument("--head-dim", type=int, help="default 16 (llada: hidden / heads)")
+    p.add_argument("--intermediate", type=int, default=128)
+    p.add_argument("--experts", type=int, default=8)
+    p.add_argument("--top-k", type=int, default=2)
+    p.add_argument("--moe-intermediate", type=int, default=32)
+    p.add_argument("--block-size", type=int, help="default 4; sdar families only (LLaDA configs have no such key)")
+    p.add_argument("--dtype", choices=DTYPES, default="bf16")
+    p.add_argument("--shards", type=int, default=1)
+    args = p.parse_args(argv)
+    llada = args.arch == "llada"
+    if args.kv_heads is None:
+        args.kv_heads = args.heads if llada else 2
+    if args.head_dim is None:
+        args.head_dim = args.hidden // args.heads if llada else 16
+    if args.block_size is None:
+        args.block_size = 4
+    elif llada:
+        p.error("--block-size applies to sdar and sdar_moe only")
+    sizes = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "experts", "top_k",
+             "moe_intermediate", "block_size", "shards")
+    for name in sizes:
+        if getattr(args, name) <= 0:
+            p.error(f"--{name.replace('_', '-')} must be positive")
+    if args.heads % args.kv_heads:
+        p.error("--heads must be a multiple of --kv-heads")
+    if llada and args.head_dim * args.heads != args.hidden:
+        p.error("llada: --head-dim must equal --hidden / --heads")
+    if args.top_k > args.experts:
+        p.error("--top-k must not exceed --experts")
+    return args
+
+
+def sdar_config(args, vocab, torch_dtype):
+    moe = args.arch == "sdar_moe"
+    config = {
+        "architectures": ["SDARMoeForCausalLM" if moe else "SDARForCausalLM"],
+        "auto_map": {
+            "AutoConfig": "configuration_sdar_moe.SDARMoeConfig" if moe else "configuration_sdar.SDARConfig",
+            "AutoModel": "modeling_sdar_moe.SDARMoeModel" if moe else "modeling_sdar.SDARModel",
+            "AutoModelForCausalLM": "modeling_sdar_moe.SDARMoeForCausalLM" if moe else "modeling_sdar.SDARForCausalLM",
+        },
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "block_size": args.block_size,
+        "bos_token_id": vocab.bos,
+        "eos_token_id": vocab.eos,
+        "head_dim": args.head_dim,
+        "hidden_act": "silu",
+        "hidden_size": args.hidden,
+        "initializer_range": 0.02,
+        "intermediate_size": args.intermediate,
+        "mask_token_id": vocab.mask,
+        "max_position_embeddings": 32768,
+        "max_window_layers": args.layers,
+        "model_type": args.arch,
+        "num_attention_heads": args.heads,
+        "num_hidden_layers": args.layers,
+        "num_key_value_heads": args.kv_heads,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 1000000.0,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "torch_dtype": torch_dtype,
+        "transformers_version": "4.51.0",
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vocab_size": vocab.rows,
+    }
+    if moe:
+        config.update({
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": [],
+            "moe_intermediate_size": args.moe_intermediate,
+            "norm_topk_prob": True,
+            "num_experts": args.experts,
+            "num_experts_per_tok": args.top_k,
+            "output_router_logits": False,
+            "router_aux_loss_coef": 0.001,
+        })
+    return dict(sorted(config.items()))
+
+
+def llada_config(args, vocab, torch_dtype):
+    return {
+        "activation_type": "silu",
+        "alibi": False,
+        "alibi_bias_max": 8.0,
+        "architectures": ["LLaDAModelLM"],
+        "attention_dropout": 0.0,
+        "attention_layer_norm": False,
+        "attention_layer_norm_with_affine": True,
+        "auto_map": {
+            "AutoConfig": "configuration_llada.LLaDAConfig",
+            "AutoModelForCausalLM": "modeling_llada.LLaDAModelLM",
+            "AutoModel": "modeling_llada.LLaDAModelLM",
+        },
+        "bias_for_layer_norm": False,
+        "block_group_size": 1,
+        "block_type": "llama",
+        "d_model": args.hidden,
+        "embedding_dropout": 0.0,
+        "embedding_size": vocab.rows,
+        "eos_token_id": vocab.eos,
+        "flash_attention": False,
+        "include_bias": False,
+        "include_qkv_bias": False,
+        "init_cutoff_factor": None,
+        "init_device": "meta",
+        "init_fn": "mitchell",
+        "init_std": 0.02,
+        "input_emb_norm": False,
+        "layer_norm_type": "rms",
+        "layer_norm_with_affine": True,
+        "mask_token_id": vocab.mask,
+        "max_sequence_length": 4096,
+        "mlp_hidden_size": args.intermediate,
+        "mlp_ratio": 4,
+        "model_type": "llada",
+        "multi_query_attention": None,
+        "n_heads": args.heads,
+        "n_kv_heads": args.kv_heads,
+        "n_layers": args.layers,
+        "pad_token_id": vocab.eos,
+        "precision": "amp_bf16",
+        "residual_dropout": 0.0,
+        "rms_norm_eps": 1e-05,
+        "rope": True,
+        "rope_full_precision": True,
+        "rope_theta": 500000.0,
+        "scale_logits": False,
+        "torch_dtype": torch_dtype,
+        "transformers_version": "4.46.3",
+        "use_cache": False,
+        "vocab_size": vocab.rows,
+        "weight_tying": False,
+    }
+
+
+def generation_config(args, vocab):
+    if args.arch == "llada":
+        return {"bos_token_id": vocab.bos, "eos_token_id": vocab.stop_ids, "pad_token_id": vocab.eos,
+                "transformers_version": "4.46.3"}
+    return {"bos_token_id": vocab.bos, "do_sample": True, "eos_token_id": vocab.stop_ids, "pad_token_id": vocab.eos,
+            "temperature": 0.6, "top_k": 20, "top_p": 0.95, "transformers_version": "4.51.0"}
+
+
+# Tensor kinds and how they are initialised (see random_weight).
+EMBED, NORM, PROJ, HEAD = "embed", "norm", "proj", "head"
+
+
+def sdar_tensors(args, rows):
+    """[(name, shape, kind)] of SDAR / SDAR-MoE in checkpoint order (reference/models.md §1.2)."""
+    h, q, kv, d = args.hidden, args.heads * args.head_dim, args.kv_heads * args.head_dim, args.head_dim
+    out = [("model.embed_tokens.weight", (rows, h), EMBED)]
+    for layer in range(args.layers):
+        p = f"model.layers.{layer}."
+        out += [
+            (p + "input_layernorm.weight", (h,), NORM),
+            (p + "self_attn.q_proj.weight", (q, h), PROJ),
+            (p + "self_attn.k_proj.weight", (kv, h), PROJ),
+            (p + "self_attn.v_proj.weight", (kv, h), PROJ),
+            (p + "self_attn.o_proj.weight", (h, q), PROJ),
+            (p + "self_attn.q_norm.weight", (d,), NORM),
+            (p + "self_attn.k_norm.weight", (d,), NORM),
+            (p + "post_attention_layernorm.weight", (h,), NORM),
+        ]
+        if args.arch == "sdar_moe":
+            m = args.moe_intermediate
+            out.append((p + "mlp.gate.weight", (args.experts, h), PROJ))
+            for e in range(args.experts):
+                x = f"{p}mlp.experts.{e}."
+                out += [(x + "gate_proj.weight", (m, h), PROJ), (x + "up_proj.weight", (m, h), PROJ),
+                        (x + "down_proj.weight", (h, m), PROJ)]
+        else:
+            i = args.intermediate
+            out += [(p + "mlp.gate_proj.weight", (i, h), PROJ), (p + "mlp.up_proj.weight", (i, h), PROJ),
+                    (p + "mlp.down_proj.weight", (h, i), PROJ)]
+    return out + [("model.norm.weight", (h,), NORM), ("lm_head.weight", (rows, h), HEAD)]
+
+
+def llada_tensors(args, rows):
+    """[(name, shape, kind)] of LLaDA in checkpoint order (reference/models.md §2.2)."""
+    h, kv, i = args.hidden, args.kv_heads * args.head_dim, args.intermediate
+    out = [("model.transformer.wte.weight", (rows, h), EMBED)]
+    for layer in range(args.layers):
+        p = f"model.transformer.blocks.{layer}."
+        out += [
+            (p + "attn_norm.weight", (h,), NORM),
+            (p + "q_proj.weight", (h, h), PROJ),
+            (p + "k_proj.weight", (kv, h), PROJ),
+            (p + "v_proj.weight", (kv, h), PROJ),
+            (p + "attn_out.weight", (h, h), PROJ),
+            (p + "ff_norm.weight", (h,), NORM),
+            (p + "ff_proj.weight", (i, h), PROJ),
+            (p + "up_proj.weight", (i, h), PROJ),
+            (p + "ff_out.weight", (h, i), PROJ),
+        ]
+    return out + [("model.transformer.ln_f.weight", (h,), NORM), ("model.transformer.ff_out.weight", (rows, h), HEAD)]
+
+
+def random_weight(rng, shape, kind):
+    """Scales that keep a tiny model's activations O(1): unit-variance embeddings, projections with
+    std 1/sqrt(fan_in) (unit-variance outputs for normalised inputs, so attention scores and router
+    logits are O(1)), norms near 1, and a head giving logits of std LOGIT_STD."""
+    x = rng.standard_normal(shape, dtype=np.float32)
+    fan_in = shape[-1]
+    if kind == NORM:
+        return 1.0 + NORM_NOISE * x
+    if kind == EMBED:
+        return x
+    if kind == HEAD:
+        return x * np.float32(LOGIT_STD / np.sqrt(fan_in))
+    return x * np.float32(1.0 / np.sqrt(fan_in))
+
+
+def write_weights(out, specs, rng, dtype, shards):
+    if shards > len(specs):
+        raise SystemExit(f"--shards {shards} exceeds the number of tensors ({len(specs)})")
+    tensors = {name: random_weight(rng, shape, kind) for name, shape, kind in specs}
+    for stale in [*out.glob("model*.safetensors"), out / "model.safetensors.index.json"]:
+        stale.unlink(missing_ok=True)  # a previous run with another --shards would confuse loaders
+    if shards == 1:
+        safetensors_io.write_safetensors(out / "model.safetensors", tensors, dtype)
+        return
+    names = list(tensors)
+    weight_map, total = {}, 0
+    for k, chunk in enumerate(np.array_split(np.arange(len(names)), shards)):
+        file_name = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
+        part = {names[i]: tensors[names[i]] for i in chunk}
+        total += safetensors_io.write_safetensors(out / file_name, part, dtype)
+        weight_map.update({name: file_name for name in part})
+    write_json(out / "model.safetensors.index.json", {"metadata": {"total_size": total}, "weight_map": weight_map})
+
+
+def write_json(path, obj):
+    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    vocab = tiny_tokenizer.qwen3_vocab() if args.vocab == "qwen3" else tiny_tokenizer.small_vocab(args.arch)
+    st_dtype, torch_dtype = DTYPES[args.dtype]
+    if args.arch == "llada":
+        config, specs = llada_config(args, vocab, torch_dtype), llada_tensors(args, vocab.rows)
+    else:
+        config, specs = sdar_config(args, vocab, torch_dtype), sdar_tensors(args, vocab.rows)
+    write_json(out / "config.json", config)
+    write_json(out / "generation_config.json", generation_config(args, vocab))
+    write_json(out / "tokenizer_config.json", vocab.tokenizer_config)
+    (out / "tokenizer.json").write_text(json.dumps(vocab.tokenizer, ensure_ascii=False), encoding="utf-8")
+    rng = np.random.Generator(np.random.PCG64(args.seed))
+    write_weights(out, specs, rng, st_dtype, args.shards)
+
+
+if __name__ == "__main__":
+    main()
