@@ -1,0 +1,51 @@
+// The CpuBackend class and the kernels its ops share. Each op family defines its members in its
+// own file: cpu_backend.cpp (memory), gemm.cpp, norm_rope.cpp, elementwise.cpp, attention.cpp,
+// moe.cpp, decode.cpp.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+
+#include "backend/backend.h"
+
+namespace jet::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int num_threads);
+
+  std::string name() const override { return "cpu"; }
+  DType compute_dtype() const override { return DType::F32; }
+
+  Buffer alloc(size_t bytes) override;
+  void upload(void* dst, const void* src, size_t bytes) override;
+  void download(void* dst, const void* src, size_t bytes) override;
+  void synchronize() override {}
+  size_t default_kv_budget_bytes() const override;
+
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;
+  void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
+  void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
+  void qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const ForwardBatch& batch,
+                    float rope_theta, int nh, int nkv, int hd) override;
+  void attention(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int page_size, const ForwardBatch& batch,
+                 int nh, int nkv, int hd, Tensor& out) override;
+  void swiglu(const Tensor& gate_up, Tensor& out) override;
+  void moe(const Tensor& x, const MoeWeights& w, Tensor& out) override;
+
+  void gather_block_tokens(const DecodeState& st, const Tensor& slots, Tensor& ids) override;
+  void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) override;
+};
+
+// Throws jet::Error naming the op and the tensor unless t has this dtype and shape (a -1 entry
+// in dims matches any size).
+void check_tensor(const Tensor& t, const char* op, const char* name, DType dtype, std::initializer_list<int64_t> dims);
+
+// out[M, N] = x[M, K] · w[N, K]ᵀ, all row-major fp32 (OpenBLAS).
+void gemm_nt(const float* x, const float* w, float* out, int64_t M, int64_t N, int64_t K);
+
+// out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i] for rows r of gate_up [rows, 2 * inter].
+void swiglu_rows(const float* gate_up, float* out, int64_t rows, int64_t inter);
+
+}  // namespace jet::cpu

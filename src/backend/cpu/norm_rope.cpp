@@ -1,0 +1,99 @@
+// Normalisation and rotary embedding: rmsnorm, add_rmsnorm and qk_norm_rope (per-head RMSNorm
+// of q and k, then NeoX rotate-half RoPE; models.md §1.3).
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/cpu_backend_impl.h"
+
+namespace jet::cpu {
+
+namespace {
+
+// out = x / sqrt(mean(x²) + eps) * w; out may alias x.
+void rmsnorm_row(const float* x, const float* w, float eps, int64_t n, float* out) {
+  float sum_squares = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum_squares += x[i] * x[i];
+  const float scale = 1.0f / std::sqrt(sum_squares / static_cast<float>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
+// Rotates pairs (i, i + hd/2) of one head by the angles whose cos/sin are given.
+void rotate_half(float* head, const float* cos_a, const float* sin_a, int half) {
+  for (int i = 0; i < half; ++i) {
+    const float x1 = head[i], x2 = head[i + half];
+    head[i] = x1 * cos_a[i] - x2 * sin_a[i];
+    head[i + half] = x2 * cos_a[i] + x1 * sin_a[i];
+  }
+}
+
+}  // namespace
+
+void CpuBackend::rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
+  check_tensor(x, "rmsnorm", "x", DType::F32, {-1, -1});
+  const int64_t T = x.dim(0), H = x.dim(1);
+  check_tensor(w, "rmsnorm", "w", DType::F32, {H});
+  check_tensor(out, "rmsnorm", "out", DType::F32, {T, H});
+  const float *xp = x.ptr<float>(), *wp = w.ptr<float>();
+  float* op = out.ptr<float>();
+#pragma omp parallel for
+  for (int64_t t = 0; t < T; ++t) rmsnorm_row(xp + t * H, wp, eps, H, op + t * H);
+}
+
+void CpuBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) {
+  check_tensor(residual, "add_rmsnorm", "residual", DType::F32, {-1, -1});
+  const int64_t T = residual.dim(0), H = residual.dim(1);
+  check_tensor(x, "add_rmsnorm", "x", DType::F32, {T, H});
+  check_tensor(w, "add_rmsnorm", "w", DType::F32, {H});
+  check_tensor(out, "add_rmsnorm", "out", DType::F32, {T, H});
+  float* rp = residual.ptr<float>();
+  const float *xp = x.ptr<float>(), *wp = w.ptr<float>();
+  float* op = out.ptr<float>();
+#pragma omp parallel for
+  for (int64_t t = 0; t < T; ++t) {
+    float* row = rp + t * H;
+    for (int64_t i = 0; i < H; ++i) row[i] += xp[t * H + i];
+    rmsnorm_row(row, wp, eps, H, op + t * H);
+  }
+}
+
+void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                              const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd) {
+  JET_CHECK(nh > 0 && nkv > 0 && hd > 0 && hd % 2 == 0, "qk_norm_rope: bad head layout nh=", nh, " nkv=", nkv,
+            " hd=", hd, " (head_dim must be even)");
+  const int64_t width = int64_t{nh + 2 * nkv} * hd;
+  check_tensor(qkv, "qk_norm_rope", "qkv", DType::F32, {-1, width});
+  const int64_t T = qkv.dim(0);
+  check_tensor(batch.positions, "qk_norm_rope", "positions", DType::I32, {T});
+  const bool norm_q = q_norm.data != nullptr, norm_k = k_norm.data != nullptr;
+  if (norm_q) check_tensor(q_norm, "qk_norm_rope", "q_norm", DType::F32, {hd});
+  if (norm_k) check_tensor(k_norm, "qk_norm_rope", "k_norm", DType::F32, {hd});
+
+  const int half = hd / 2;
+  // inv_freq and the angles in fp32, the way HF computes them, so positions far from 0 round
+  // the same way the checkpoints were trained with.
+  std::vector<float> inv_freq(half);
+  for (int i = 0; i < half; ++i) inv_freq[i] = 1.0f / std::pow(rope_theta, static_cast<float>(2 * i) / hd);
+  const int32_t* positions = batch.positions.ptr<int32_t>();
+  float* data = qkv.ptr<float>();
+#pragma omp parallel
+  {
+    std::vector<float> cos_a(half), sin_a(half);
+#pragma omp for
+    for (int64_t t = 0; t < T; ++t) {
+      for (int i = 0; i < half; ++i) {
+        const float angle = static_cast<float>(positions[t]) * inv_freq[i];
+        cos_a[i] = std::cos(angle);
+        sin_a[i] = std::sin(angle);
+      }
+      float* row = data + t * width;
+      for (int h = 0; h < nh + nkv; ++h) {  // q heads then k heads; v is left as is
+        float* head = row + int64_t{h} * hd;
+        const bool is_q = h < nh;
+        if (is_q ? norm_q : norm_k) rmsnorm_row(head, (is_q ? q_norm : k_norm).ptr<float>(), eps, hd, head);
+        rotate_half(head, cos_a.data(), sin_a.data(), half);
+      }
+    }
+  }
+}
+
+}  // namespace jet::cpu

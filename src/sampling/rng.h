@@ -1,0 +1,45 @@
+// Counter-based RNG of docs/decoding.md §6: every draw is a pure function of
+// (seed, position, step, lane), so a seeded request's samples do not depend on batching or
+// preemption. Header-only and marked host+device so the CUDA backend draws the same numbers.
+#pragma once
+
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define JET_HOST_DEVICE __host__ __device__
+#else
+#define JET_HOST_DEVICE
+#endif
+
+namespace jet {
+
+// Lane of the `random` remasking strategy's draw: above every token id, so it never collides
+// with a Gumbel lane (lane = token id) of the same (position, step).
+constexpr uint64_t kRandomStrategyLane = uint64_t{1} << 32;
+
+// The SplitMix64 finaliser.
+JET_HOST_DEVICE inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// The hash of (seed, position, step): shared by every lane of one position's draws, so a caller
+// drawing many lanes (one per token id for Gumbel-max) hashes it once.
+JET_HOST_DEVICE inline uint64_t uniform_prefix(uint64_t seed, uint64_t position, uint64_t step) {
+  uint64_t h = mix64(seed ^ 0x9E3779B97F4A7C15ull);
+  h = mix64(h + position);
+  return mix64(h + step);
+}
+
+// The draw of one lane given its prefix, strictly inside (0, 1): (h >> 12) + 0.5 is exact in a double.
+JET_HOST_DEVICE inline double uniform_lane(uint64_t prefix, uint64_t lane) {
+  const uint64_t h = mix64(prefix + lane);
+  return (static_cast<double>(h >> 12) + 0.5) * 0x1.0p-52;
+}
+
+JET_HOST_DEVICE inline double uniform(uint64_t seed, uint64_t position, uint64_t step, uint64_t lane) {
+  return uniform_lane(uniform_prefix(seed, position, step), lane);
+}
+
+}  // namespace jet
