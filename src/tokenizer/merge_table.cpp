@@ -11,8 +11,9 @@ void MergeTable::reserve(size_t count) {
   if (wanted > slots_.size()) rehash(wanted);
 }
 
+
 void MergeTable::insert_or_assign(int32_t left, int32_t right, Merge merge) {
-  if ((used_ + 1) * 10 > slots_.size() * 7) rehash(std::max<size_t>(1024, slots_.size() * 2));
+  if ((used_ + 1) * 10 > slots_.size() * 7) rehash(slots_.size() * 2);
   const uint64_t key = pair_key(left, right);
   size_t i = slot_of(key);
   while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & mask_;
@@ -21,6 +22,7 @@ void MergeTable::insert_or_assign(int32_t left, int32_t right, Merge merge) {
 }
 
 void MergeTable::rehash(size_t slot_count) {
+  slot_count = std::max(slot_count, kMinSlots);
   std::vector<Slot> old = std::move(slots_);
   slots_.assign(slot_count, Slot{kEmpty, {0, -1}});
   mask_ = slot_count - 1;

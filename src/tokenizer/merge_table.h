@@ -37,6 +37,8 @@ class MergeTable {
   };
   // Ids are non-negative, so a key with both halves all ones never occurs.
   static constexpr uint64_t kEmpty = ~uint64_t{0};
+  // Table sizes are powers of two from here on, which keeps the hash shift below 64.
+  static constexpr size_t kMinSlots = 1024;
 
   static uint64_t pair_key(int32_t left, int32_t right) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);

@@ -100,8 +100,8 @@ struct Regex::Code {
 Regex::Regex(std::string_view pattern, Syntax syntax) : code_(std::make_unique<Code>()) {
   const std::string source =
       syntax == Syntax::PATTERN ? rewrite_white_space_classes(pattern) : std::string(pattern);
-  uint32_t options = PCRE2_UTF | PCRE2_UCP;
-  if (syntax == Syntax::LITERAL) options |= PCRE2_LITERAL;
+  // PCRE2 refuses UCP together with LITERAL (character classes do not exist there anyway).
+  const uint32_t options = syntax == Syntax::LITERAL ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP;
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
   code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(), options,
