@@ -1,16 +1,15 @@
 // sample_position (docs/decoding.md §3). The row is turned into probabilities in place; the
-// kept set of top-k / top-p is found by selection, sorting only the prefix that top-p needs, and
-// the Gumbel noise is drawn only for kept ids.
+// Gumbel noise is drawn only for kept ids, and its logarithms only for ids that can still win.
 #include "sampling/sampler.h"
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <vector>
 
 #include "core/error.h"
+#include "sampling/kept_set.h"
 #include "sampling/rng.h"
 
 namespace jet {
@@ -40,6 +39,7 @@ int argmax_lowest_id(const float* values, int V) {
 struct SoftmaxStats {
   double entropy = 0.0;
   float p1 = 0.0f, p2 = 0.0f;  // the two largest probabilities
+  int32_t top_id = 0;          // the lowest id of probability p1
 };
 
 // row <- softmax(row / T) with the row maximum subtracted. The entropy comes without a log per
@@ -64,6 +64,7 @@ SoftmaxStats softmax_in_place(float* row, int V, float T) {
     if (p > stats.p1) {
       stats.p2 = stats.p1;
       stats.p1 = p;
+      stats.top_id = i;
     } else if (p > stats.p2) {
       stats.p2 = p;
     }
@@ -71,59 +72,29 @@ SoftmaxStats softmax_in_place(float* row, int V, float T) {
   return stats;
 }
 
-// Ids by probability descending, ties to the lower id: a strict total order.
-struct MoreProbable {
-  const float* probs;
-  bool operator()(int32_t a, int32_t b) const { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); }
-};
-
-// The kept set K of top-k (k <= 0: off) then top-p (>= 1: off) in `kept`; empty means every id.
-void select_kept_set(const float* probs, int V, int top_k, float top_p, std::vector<int32_t>& kept) {
-  kept.clear();
-  const bool use_k = top_k > 0 && top_k < V;
-  const bool use_p = top_p < 1.0f;
-  if (!use_k && !use_p) return;
-  kept.resize(V);
-  std::iota(kept.begin(), kept.end(), 0);
-  const MoreProbable more{probs};
-  int size = V;
-  if (use_k) {
-    std::nth_element(kept.begin(), kept.begin() + top_k, kept.end(), more);
-    size = top_k;
-    kept.resize(size);
-  }
-  if (!use_p) return;
-  double mass = 0.0;  // of K, to renormalise the cumulative sums over K
-  for (int32_t id : kept) mass += probs[id];
-  // Sort K's most probable prefix in growing chunks until its renormalised sum reaches top_p:
-  // the ids after a sorted prefix are all less probable, so each chunk extends the order.
-  double cumulative = 0.0;
-  for (int sorted = 0, chunk = 64; sorted < size; chunk *= 4) {
-    const int end = std::min(size, sorted + chunk);
-    std::nth_element(kept.begin() + sorted, kept.begin() + (end - 1), kept.begin() + size, more);
-    std::sort(kept.begin() + sorted, kept.begin() + end, more);
-    for (; sorted < end; ++sorted) {
-      cumulative += probs[kept[sorted]];
-      if (cumulative / mass >= top_p) {
-        kept.resize(sorted + 1);
-        return;
-      }
-    }
-  }
-  // Rounding kept the renormalised sum just below top_p: K stays whole.
-}
-
-// argmax over K of ln(p_i) + g_i, g_i = -ln(-ln(u_i)) in float64; lowest id on ties.
-int32_t gumbel_max(const float* probs, int V, const std::vector<int32_t>& kept, uint64_t rng_prefix) {
-  int32_t best = kept.empty() ? 0 : kept.front();
-  double best_score = -std::numeric_limits<double>::infinity();
+// argmax over K of ln(p_i) + g_i with g_i = -ln(-ln(u_i)), in float64, lowest id on ties.
+// Starting from the most probable id (always in K), most ids need no logarithm: id i beats score b only if
+// u_i > exp(-p_i e^-b) >= 1 - p_i e^-b, so an id whose u_i falls below 1 - p_i e^-b is skipped.
+// The margin keeps the skip exact: a skipped score is below b by more than 1e-12, far above the
+// rounding of the logs, so ties are always decided by the exact comparison.
+int32_t gumbel_max(const float* probs, int V, const std::vector<int32_t>& kept, int32_t most_probable,
+                   uint64_t rng_prefix) {
+  constexpr double kSkipMargin = 1e-12;
+  auto score_of = [&](int32_t id) {
+    return std::log(double{probs[id]}) - std::log(-std::log(uniform_lane(rng_prefix, static_cast<uint64_t>(id))));
+  };
+  int32_t best = most_probable;
+  double best_score = score_of(best);
+  double win_scale = std::exp(-best_score);
   auto consider = [&](int32_t id) {
-    if (!(probs[id] > 0.0f)) return;  // ln 0 = -inf never wins
-    const double u = uniform_lane(rng_prefix, static_cast<uint64_t>(id));
-    const double score = std::log(double{probs[id]}) - std::log(-std::log(u));
+    const double p = probs[id];
+    if (!(p > 0.0)) return;  // ln 0 = -inf never wins
+    if (uniform_lane(rng_prefix, static_cast<uint64_t>(id)) < 1.0 - p * win_scale - kSkipMargin) return;
+    const double score = score_of(id);
     if (score > best_score || (score == best_score && id < best)) {
       best = id;
       best_score = score;
+      win_scale = std::exp(-score);
     }
   };
   if (kept.empty()) {
@@ -157,7 +128,7 @@ PositionSample sample_position(float* logits, int V, const SlotParams& params, c
     select_kept_set(probs, V, params.top_k, params.top_p, kept);
     const uint64_t prefix = uniform_prefix(params.seed, static_cast<uint64_t>(position),
                                            static_cast<uint64_t>(global_step));
-    out.token = gumbel_max(probs, V, kept, prefix);
+    out.token = gumbel_max(probs, V, kept, stats.top_id, prefix);
   }
   out.confidence = probs[out.token];
   out.logprob = std::log(std::max(out.confidence, 1e-12f));

@@ -137,6 +137,7 @@ TEST_F(Attention, MatchesNaiveAttentionAndWritesTheCache) {
       {{8, 3}, {8, 5}, 3, 6, 3, 8, 4},            // page size not dividing the block
       {{2, 0, 9}, {4, 9, 4}, 1, 2, 2, 4, 0},      // one token per page, MHA, bidirectional
       {{16}, {8}, 8, 4, 1, 8, 4},                 // save + next block fused: two blocks at once
+      {{5, 0}, {300, 2}, 16, 2, 1, 4, 32},        // a long prefill spanning several query tiles
   };
   for (size_t ci = 0; ci < std::size(cases); ++ci) {
     const Case& c = cases[ci];

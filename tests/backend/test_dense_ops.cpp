@@ -45,19 +45,21 @@ ForwardBatch one_sequence_batch(Backend& be, std::vector<Buffer>& owner, const s
 }  // namespace
 
 TEST_F(DenseOps, MatmulMatchesNaiveProduct) {
-  const int M = 7, N = 13, K = 11;
-  const auto x = random_floats(rng, M * K), w = random_floats(rng, N * K);
-  Tensor out = tf.poisoned({M, N});
-  backend->matmul(tf.f32({M, K}, x), tf.f32({N, K}, w), out);
-  std::vector<float> expected(M * N);
-  for (int m = 0; m < M; ++m) {
-    for (int n = 0; n < N; ++n) {
-      double acc = 0.0;
-      for (int k = 0; k < K; ++k) acc += double{x[m * K + k]} * w[n * K + k];
-      expected[m * N + n] = static_cast<float>(acc);
+  // Small, then large enough to be split over threads by columns (N >= M) and by rows (M > N).
+  for (auto [M, N, K] : {std::tuple{7, 13, 11}, std::tuple{3, 1001, 97}, std::tuple{601, 5, 97}}) {
+    const auto x = random_floats(rng, M * K), w = random_floats(rng, N * K);
+    Tensor out = tf.poisoned({M, N});
+    backend->matmul(tf.f32({M, K}, x), tf.f32({N, K}, w), out);
+    std::vector<float> expected(M * N);
+    for (int m = 0; m < M; ++m) {
+      for (int n = 0; n < N; ++n) {
+        double acc = 0.0;
+        for (int k = 0; k < K; ++k) acc += double{x[m * K + k]} * w[n * K + k];
+        expected[m * N + n] = static_cast<float>(acc);
+      }
     }
+    expect_close(tf.read<float>(out), expected, 1e-5f, 1e-5f, "matmul");
   }
-  expect_close(tf.read<float>(out), expected, 1e-5f, 1e-5f, "matmul");
 }
 
 TEST_F(DenseOps, MatmulRejectsMismatchedShapes) {

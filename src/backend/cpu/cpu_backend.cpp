@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -22,12 +23,18 @@ namespace {
 constexpr size_t kAlignment = 64;
 constexpr size_t kMaxDefaultKvBudget = size_t{8} << 30;
 
+std::atomic<int> g_thread_count{1};
+
 }  // namespace
 
+int thread_count() { return g_thread_count.load(std::memory_order_relaxed); }
+
 CpuBackend::CpuBackend(int num_threads) {
-  const int threads = num_threads > 0 ? num_threads : omp_get_num_procs();
-  omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
+  g_thread_count = num_threads > 0 ? num_threads : omp_get_num_procs();
+  // One thread pool only: OpenBLAS's own threads would compete with OpenMP's, which keep
+  // spinning after each parallel region (measured on 2 cores: paged attention 15x slower), so every
+  // BLAS call is single-threaded and gemm splits products over OpenMP threads itself.
+  openblas_set_num_threads(1);
 }
 
 Buffer CpuBackend::alloc(size_t bytes) {

@@ -38,12 +38,20 @@ class CpuBackend final : public Backend {
   void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) override;
 };
 
+// Threads of every parallel loop of the CPU ops (set by the backend's constructor). Passed to each
+// loop explicitly because omp_set_num_threads only reaches the calling thread, and the engine
+// may run ops from another thread than the one that made the backend.
+int thread_count();
+
 // Throws jet::Error naming the op and the tensor unless t has this dtype and shape (a -1 entry
 // in dims matches any size).
 void check_tensor(const Tensor& t, const char* op, const char* name, DType dtype, std::initializer_list<int64_t> dims);
 
 // out[M, N] = x[M, K] · w[N, K]ᵀ, all row-major fp32 (OpenBLAS).
 void gemm_nt(const float* x, const float* w, float* out, int64_t M, int64_t N, int64_t K);
+
+// out[M, N] = a[M, K] · b[K, N], all row-major fp32 (OpenBLAS).
+void gemm_nn(const float* a, const float* b, float* out, int64_t M, int64_t N, int64_t K);
 
 // out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i] for rows r of gate_up [rows, 2 * inter].
 void swiglu_rows(const float* gate_up, float* out, int64_t rows, int64_t inter);

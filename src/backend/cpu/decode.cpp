@@ -68,7 +68,7 @@ void CpuBackend::denoise_step(const Tensor& logits, const Tensor& rows_bytes, in
     }
   }
   std::vector<PositionSample> samples(int64_t{num_rows} * B);
-#pragma omp parallel
+#pragma omp parallel num_threads(thread_count())
   {
     std::vector<float> row_copy(V);
 #pragma omp for schedule(dynamic, 1)
@@ -82,7 +82,7 @@ void CpuBackend::denoise_step(const Tensor& logits, const Tensor& rows_bytes, in
   }
 
   // 2. Per row: the strategy picks among the masked positions, the picked ones are committed.
-#pragma omp parallel for
+#pragma omp parallel for num_threads(thread_count())
   for (int i = 0; i < num_rows; ++i) {
     const StepRow& r = rows[i];
     const SlotParams& p = params[r.slot];

@@ -18,12 +18,12 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) 
   }
   const float* src = table.ptr<float>();
   float* dst = out.ptr<float>();
-#pragma omp parallel for
+#pragma omp parallel for num_threads(thread_count())
   for (int64_t t = 0; t < T; ++t) std::memcpy(dst + t * H, src + int64_t{id[t]} * H, H * sizeof(float));
 }
 
 void swiglu_rows(const float* gate_up, float* out, int64_t rows, int64_t inter) {
-#pragma omp parallel for
+#pragma omp parallel for num_threads(thread_count())
   for (int64_t r = 0; r < rows; ++r) {
     const float* gate = gate_up + r * 2 * inter;
     const float* up = gate + inter;

@@ -58,7 +58,7 @@ void CpuBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
   gemm_nt(x.ptr<float>(), w.router.ptr<float>(), router_logits.data(), T, E, H);
   std::vector<int32_t> experts(T * top_k);
   std::vector<float> weights(T * top_k);
-#pragma omp parallel for
+#pragma omp parallel for num_threads(thread_count())
   for (int64_t t = 0; t < T; ++t) {
     route_token(router_logits.data() + t * E, static_cast<int>(E), top_k, w.renormalize, experts.data() + t * top_k,
                 weights.data() + t * top_k);
@@ -84,7 +84,7 @@ void CpuBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     swiglu_rows(gate_up.data(), hidden.data(), n, I);
     gemm_nt(hidden.data(), w.down.ptr<float>() + e * H * I, outputs.data(), n, H, I);
     // A token appears at most once per expert, so these rows are distinct.
-#pragma omp parallel for
+#pragma omp parallel for num_threads(thread_count())
     for (int64_t i = 0; i < n; ++i) {
       float* dst = out_data + r[i].token * H;
       for (int64_t j = 0; j < H; ++j) dst[j] += r[i].weight * outputs[i * H + j];
