@@ -15,10 +15,19 @@ namespace jet {
 
 namespace {
 
+// Indexed by the Strategy value.
 constexpr std::array<std::string_view, 11> kStrategyNames = {
-    "sequential",          "anti_sequential",       "random",         "dilated",
-    "low_confidence_static", "margin_static",       "entropy_static", "low_confidence_dynamic",
-    "dynamic_factor",      "dynamic_pmax",          "entropy_bounded",
+    "sequential",
+    "anti_sequential",
+    "random",
+    "dilated",
+    "low_confidence_static",
+    "margin_static",
+    "entropy_static",
+    "low_confidence_dynamic",
+    "dynamic_factor",
+    "dynamic_pmax",
+    "entropy_bounded",
 };
 
 int strategy_index(Strategy strategy) {

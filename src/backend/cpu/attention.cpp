@@ -1,7 +1,10 @@
 // Paged attention: writes the batch's K/V into the cache pages, then every query head attends
 // the cached keys of its sequence plus this forward's own (block-causal when mask_block > 0),
-// fp32 softmax with the maximum subtracted, GQA by kv head h / (nh / nkv). Scores and outputs
-// are BLAS products over each kv head's gathered keys and values.
+// fp32 softmax with the maximum subtracted, GQA by kv head h / (nh / nkv).
+// The work is one parallel loop over (sequence, kv head, tile of new tokens): each unit gathers
+// the keys and values its tile may see into contiguous matrices and runs scores = Q Kᵀ and
+// out = P V as single-threaded BLAS products. One loop keeps the number of OpenMP barriers per
+// call constant, which matters when the machine has fewer free cores than threads.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -14,7 +17,7 @@ namespace jet::cpu {
 
 namespace {
 
-// Query rows per score tile: bounds the score buffer at kTileRows x keys floats.
+// Query rows (token x q head of the group) per unit: bounds the score buffer at this many rows.
 constexpr int64_t kTileRows = 256;
 
 // The batch's sequence bookkeeping, validated once so the parallel loops need no checks.
@@ -60,10 +63,42 @@ SeqRows validate_batch(const ForwardBatch& batch, int64_t T, int page_size, int6
   return rows;
 }
 
+// Everything a unit reads, gathered once per call.
+struct AttentionView {
+  const float* qkv;
+  float* k_cache;
+  float* v_cache;
+  float* out;
+  const int32_t* positions;
+  const int32_t* page_table;
+  int max_pages, page_size, mask_block, nh, nkv, hd;
+
+  int64_t qkv_width() const { return int64_t{nh + 2 * nkv} * hd; }
+  // Offset of the cache row holding (sequence s, position p); a row is nkv * hd floats.
+  int64_t cache_row(int s, int64_t p) const {
+    const int64_t page = page_table[s * int64_t{max_pages} + p / page_size];
+    return (page * page_size + p % page_size) * nkv * hd;
+  }
+  // Keys visible to a query at position p of a sequence with key_count keys.
+  int64_t key_limit(int64_t p, int64_t key_count) const {
+    return mask_block > 0 ? std::min(key_count, (p / mask_block + 1) * mask_block) : key_count;
+  }
+};
+
+struct Unit {
+  int seq, kv_head;
+  int64_t token_begin, token_end;  // packed rows of the sequence's new tokens
+};
+
+// Per-thread buffers, reused across units.
+struct Scratch {
+  std::vector<float> keys, values, queries, scores, outputs;
+  std::vector<int64_t> limits;
+};
+
 // Row r of scores[rows, width] becomes softmax(scale * row) over its first limits[r] entries,
-// zeros after (the keys its block-causal mask hides); fp32 with the row maximum subtracted.
+// zeros after (the keys its block-causal mask hides).
 void masked_softmax_rows(float* scores, int64_t rows, int64_t width, const int64_t* limits, float scale) {
-#pragma omp parallel for num_threads(thread_count())
   for (int64_t r = 0; r < rows; ++r) {
     float* row = scores + r * width;
     const int64_t limit = limits[r];
@@ -83,92 +118,92 @@ void masked_softmax_rows(float* scores, int64_t rows, int64_t width, const int64
   }
 }
 
+// One unit: the q heads of kv head u.kv_head for the tokens [u.token_begin, u.token_end).
+void attend(const AttentionView& a, const Unit& u, int64_t key_count, Scratch& sc) {
+  const int group = a.nh / a.nkv, hd = a.hd;
+  const int64_t rows = (u.token_end - u.token_begin) * group;
+  sc.queries.resize(rows * hd);
+  sc.limits.resize(rows);
+  int64_t width = 0;  // keys any row of the unit may see
+  for (int64_t t = u.token_begin; t < u.token_end; ++t) {
+    const int64_t limit = a.key_limit(a.positions[t], key_count);
+    width = std::max(width, limit);
+    for (int g = 0; g < group; ++g) {
+      const int64_t r = (t - u.token_begin) * group + g;
+      sc.limits[r] = limit;
+      const float* q = a.qkv + t * a.qkv_width() + int64_t{u.kv_head * group + g} * hd;
+      std::memcpy(sc.queries.data() + r * hd, q, hd * sizeof(float));
+    }
+  }
+  sc.keys.resize(width * hd);
+  sc.values.resize(width * hd);
+  for (int64_t key = 0; key < width; ++key) {
+    const int64_t src = a.cache_row(u.seq, key) + int64_t{u.kv_head} * hd;
+    std::memcpy(sc.keys.data() + key * hd, a.k_cache + src, hd * sizeof(float));
+    std::memcpy(sc.values.data() + key * hd, a.v_cache + src, hd * sizeof(float));
+  }
+  sc.scores.resize(rows * width);
+  sc.outputs.resize(rows * hd);
+  gemm_nt(sc.queries.data(), sc.keys.data(), sc.scores.data(), rows, width, hd);
+  masked_softmax_rows(sc.scores.data(), rows, width, sc.limits.data(), 1.0f / std::sqrt(static_cast<float>(hd)));
+  gemm_nn(sc.scores.data(), sc.values.data(), sc.outputs.data(), rows, hd, width);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = u.token_begin + r / group, h = int64_t{u.kv_head} * group + r % group;
+    std::memcpy(a.out + (t * a.nh + h) * hd, sc.outputs.data() + r * hd, hd * sizeof(float));
+  }
+}
+
 }  // namespace
 
 void CpuBackend::attention(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int page_size,
                            const ForwardBatch& batch, int nh, int nkv, int hd, Tensor& out) {
   JET_CHECK(nh > 0 && nkv > 0 && hd > 0 && nh % nkv == 0 && page_size > 0, "attention: bad layout nh=", nh,
             " nkv=", nkv, " hd=", hd, " page_size=", page_size, " (nh must be a multiple of nkv)");
-  const int64_t width_qkv = int64_t{nh + 2 * nkv} * hd;
-  check_tensor(qkv, "attention", "qkv", DType::F32, {-1, width_qkv});
+  check_tensor(qkv, "attention", "qkv", DType::F32, {-1, int64_t{nh + 2 * nkv} * hd});
   const int64_t T = qkv.dim(0);
   check_tensor(out, "attention", "out", DType::F32, {T, int64_t{nh} * hd});
   check_tensor(k_cache, "attention", "k_cache", DType::F32, {-1, page_size, nkv, hd});
   check_tensor(v_cache, "attention", "v_cache", DType::F32, {k_cache.dim(0), page_size, nkv, hd});
   const SeqRows rows = validate_batch(batch, T, page_size, k_cache.dim(0));
-
-  const int32_t* positions = batch.positions.ptr<int32_t>();
-  const int32_t* page_table = batch.page_table.ptr<int32_t>();
-  const int max_pages = batch.host.max_pages, mask_block = batch.host.mask_block;
-  const float* qkv_data = qkv.ptr<float>();
-  float* k_data = k_cache.ptr<float>();
-  float* v_data = v_cache.ptr<float>();
-  const int64_t kv_row = int64_t{nkv} * hd;  // floats of one token's K (or V) in the cache
-  // Offset of the cache row holding (sequence s, position p).
-  auto cache_row = [&](int s, int64_t p) {
-    const int64_t page = page_table[s * int64_t{max_pages} + p / page_size];
-    return (page * page_size + p % page_size) * kv_row;
-  };
+  const AttentionView a{qkv.ptr<float>(),
+                        k_cache.ptr<float>(),
+                        v_cache.ptr<float>(),
+                        out.ptr<float>(),
+                        batch.positions.ptr<int32_t>(),
+                        batch.page_table.ptr<int32_t>(),
+                        batch.host.max_pages,
+                        page_size,
+                        batch.host.mask_block,
+                        nh,
+                        nkv,
+                        hd};
 
   // 1. Write every new token's K and V first: queries of this forward attend each other.
+  const int64_t kv_floats = int64_t{nkv} * hd;
 #pragma omp parallel for num_threads(thread_count())
   for (int64_t t = 0; t < T; ++t) {
-    const float* k = qkv_data + t * width_qkv + int64_t{nh} * hd;
-    const int64_t dst = cache_row(rows.seq_of_row[t], positions[t]);
-    std::memcpy(k_data + dst, k, kv_row * sizeof(float));
-    std::memcpy(v_data + dst, k + kv_row, kv_row * sizeof(float));
+    const float* k = a.qkv + t * a.qkv_width() + int64_t{nh} * hd;
+    const int64_t dst = a.cache_row(rows.seq_of_row[t], a.positions[t]);
+    std::memcpy(a.k_cache + dst, k, kv_floats * sizeof(float));
+    std::memcpy(a.v_cache + dst, k + kv_floats, kv_floats * sizeof(float));
   }
 
-  // 2. Per (sequence, kv head): its keys and values gathered into contiguous [keys, hd]
-  // matrices, then tiles of query rows (new token x q head of the group): scores = Q Kᵀ,
-  // masked softmax, out = P V, both products through BLAS.
-  const int group = nh / nkv;
-  const int64_t tokens_per_tile = std::max<int64_t>(1, kTileRows / group);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // 2. Attend, one unit per (sequence, kv head, tile of tokens).
   const int32_t* starts = batch.seq_starts.ptr<int32_t>();
-  float* out_data = out.ptr<float>();
-  std::vector<float> keys, values, q_tile, scores, o_tile;
-  std::vector<int64_t> limits;
+  const int64_t tokens_per_unit = std::max<int64_t>(1, kTileRows / (nh / nkv));
+  std::vector<Unit> units;
   for (int s = 0; s < batch.host.num_seqs; ++s) {
-    const int64_t key_count = rows.key_count[s];
-    if (starts[s] == starts[s + 1]) continue;
-    keys.resize(key_count * hd);
-    values.resize(key_count * hd);
     for (int kvh = 0; kvh < nkv; ++kvh) {
-#pragma omp parallel for num_threads(thread_count())
-      for (int64_t key = 0; key < key_count; ++key) {
-        const int64_t src = cache_row(s, key) + int64_t{kvh} * hd;
-        std::memcpy(keys.data() + key * hd, k_data + src, hd * sizeof(float));
-        std::memcpy(values.data() + key * hd, v_data + src, hd * sizeof(float));
-      }
-      for (int64_t t0 = starts[s]; t0 < starts[s + 1]; t0 += tokens_per_tile) {
-        const int64_t t1 = std::min<int64_t>(starts[s + 1], t0 + tokens_per_tile);
-        const int64_t tile_rows = (t1 - t0) * group;
-        q_tile.resize(tile_rows * hd);
-        limits.resize(tile_rows);
-        int64_t width = 0;  // keys any row of the tile may see
-        for (int64_t t = t0; t < t1; ++t) {
-          const int64_t p = positions[t];
-          const int64_t limit = mask_block > 0 ? std::min(key_count, (p / mask_block + 1) * mask_block) : key_count;
-          width = std::max(width, limit);
-          for (int g = 0; g < group; ++g) {
-            const int64_t r = (t - t0) * group + g;
-            limits[r] = limit;
-            std::memcpy(q_tile.data() + r * hd, qkv_data + t * width_qkv + int64_t{kvh * group + g} * hd,
-                        hd * sizeof(float));
-          }
-        }
-        scores.resize(tile_rows * width);
-        o_tile.resize(tile_rows * hd);
-        gemm_nt(q_tile.data(), keys.data(), scores.data(), tile_rows, width, hd);
-        masked_softmax_rows(scores.data(), tile_rows, width, limits.data(), scale);
-        gemm_nn(scores.data(), values.data(), o_tile.data(), tile_rows, hd, width);
-        for (int64_t r = 0; r < tile_rows; ++r) {
-          const int64_t t = t0 + r / group, h = int64_t{kvh} * group + r % group;
-          std::memcpy(out_data + (t * nh + h) * hd, o_tile.data() + r * hd, hd * sizeof(float));
-        }
+      for (int64_t t0 = starts[s]; t0 < starts[s + 1]; t0 += tokens_per_unit) {
+        units.push_back({s, kvh, t0, std::min<int64_t>(starts[s + 1], t0 + tokens_per_unit)});
       }
     }
+  }
+#pragma omp parallel num_threads(thread_count())
+  {
+    Scratch scratch;
+#pragma omp for schedule(dynamic, 1)
+    for (size_t i = 0; i < units.size(); ++i) attend(a, units[i], rows.key_count[units[i].seq], scratch);
   }
 }
 

@@ -47,13 +47,13 @@ int thread_count();
 // in dims matches any size).
 void check_tensor(const Tensor& t, const char* op, const char* name, DType dtype, std::initializer_list<int64_t> dims);
 
-// out[M, N] = x[M, K] · w[N, K]ᵀ, all row-major fp32 (OpenBLAS).
+// Row-major fp32 products through OpenBLAS, split over the threads unless called from inside a
+// parallel loop (then on the calling thread alone). gemm_nt: out[M, N] = x[M, K] · w[N, K]ᵀ;
+// gemm_nn: out[M, N] = a[M, K] · b[K, N].
 void gemm_nt(const float* x, const float* w, float* out, int64_t M, int64_t N, int64_t K);
-
-// out[M, N] = a[M, K] · b[K, N], all row-major fp32 (OpenBLAS).
 void gemm_nn(const float* a, const float* b, float* out, int64_t M, int64_t N, int64_t K);
 
-// out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i] for rows r of gate_up [rows, 2 * inter].
-void swiglu_rows(const float* gate_up, float* out, int64_t rows, int64_t inter);
+// out[i] = silu(gate_up[i]) * gate_up[inter + i] for one row of gate_up [2 * inter].
+void swiglu_row(const float* gate_up, float* out, int64_t inter);
 
 }  // namespace jet::cpu

@@ -22,13 +22,9 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) 
   for (int64_t t = 0; t < T; ++t) std::memcpy(dst + t * H, src + int64_t{id[t]} * H, H * sizeof(float));
 }
 
-void swiglu_rows(const float* gate_up, float* out, int64_t rows, int64_t inter) {
-#pragma omp parallel for num_threads(thread_count())
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* gate = gate_up + r * 2 * inter;
-    const float* up = gate + inter;
-    for (int64_t i = 0; i < inter; ++i) out[r * inter + i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-  }
+void swiglu_row(const float* gate_up, float* out, int64_t inter) {
+  const float* up = gate_up + inter;
+  for (int64_t i = 0; i < inter; ++i) out[i] = gate_up[i] / (1.0f + std::exp(-gate_up[i])) * up[i];
 }
 
 void CpuBackend::swiglu(const Tensor& gate_up, Tensor& out) {
@@ -36,7 +32,11 @@ void CpuBackend::swiglu(const Tensor& gate_up, Tensor& out) {
   const int64_t T = gate_up.dim(0), width = gate_up.dim(1);
   JET_CHECK(width % 2 == 0, "swiglu: gate_up width ", width, " is odd");
   check_tensor(out, "swiglu", "out", DType::F32, {T, width / 2});
-  swiglu_rows(gate_up.ptr<float>(), out.ptr<float>(), T, width / 2);
+  const int64_t inter = width / 2;
+  const float* in = gate_up.ptr<float>();
+  float* dst = out.ptr<float>();
+#pragma omp parallel for num_threads(thread_count())
+  for (int64_t t = 0; t < T; ++t) swiglu_row(in + t * width, dst + t * inter, inter);
 }
 
 }  // namespace jet::cpu

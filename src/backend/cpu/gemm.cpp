@@ -2,6 +2,7 @@
 // gemm_nn (attention's probabilities times values) and the matmul op. OpenBLAS runs
 // single-threaded (see CpuBackend's constructor); the products are split into OpenMP tasks here.
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <limits>
@@ -28,8 +29,9 @@ void sgemm(CBLAS_TRANSPOSE transpose_b, const float* a, const float* b, float* o
   const int n = static_cast<int>(N), k = static_cast<int>(K);
   const int ldb = transpose_b == CblasTrans ? k : n;
   // Split the larger output dimension into one part per thread (columns in multiples of 16 so
-  // every part keeps whole vector lanes); tiny products stay in one call.
-  const int threads = M * N * K < kMinParallelWork ? 1 : thread_count();
+  // every part keeps whole vector lanes); tiny products, and products asked for from inside a
+  // parallel loop, stay in one call on the calling thread.
+  const int threads = M * N * K < kMinParallelWork || omp_in_parallel() ? 1 : thread_count();
   const bool split_columns = N >= M;
   const int64_t extent = split_columns ? N : M;
   const int64_t align = split_columns ? 16 : 1;

@@ -1,6 +1,8 @@
 // Mixture-of-experts FFN: fp32 router softmax over all experts, top-k (ties to the lower expert
-// id), optional renormalisation, then each expert runs as one GEMM pair over the tokens routed
-// to it and adds its weighted output to theirs.
+// id), optional renormalisation, then Σ_k weight_k * down_k(silu(gate_k x) * up_k x).
+// One parallel loop over experts: each runs its GEMM pair over the tokens routed to it and
+// writes weighted rows into a per-route buffer; each token then sums its top-k rows in rank
+// order, so the result does not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -11,11 +13,6 @@
 namespace jet::cpu {
 
 namespace {
-
-struct Route {
-  int32_t token = 0;
-  float weight = 0.0f;
-};
 
 // The top_k (expert, weight) choices of one token from its router logits (overwritten).
 void route_token(float* logits, int E, int top_k, bool renormalize, int32_t* experts, float* weights) {
@@ -39,6 +36,11 @@ void route_token(float* logits, int E, int top_k, bool renormalize, int32_t* exp
   }
 }
 
+// Per-thread buffers of one expert's tokens.
+struct ExpertScratch {
+  std::vector<float> inputs, gate_up, hidden, outputs;
+};
+
 }  // namespace
 
 void CpuBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
@@ -54,6 +56,7 @@ void CpuBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
   const int top_k = w.top_k;
   JET_CHECK(top_k >= 1 && top_k <= E, "moe: top_k ", top_k, " must be in [1, ", E, " experts]");
 
+  // Route r = t * top_k + k is token t's k-th choice.
   std::vector<float> router_logits(T * E);
   gemm_nt(x.ptr<float>(), w.router.ptr<float>(), router_logits.data(), T, E, H);
   std::vector<int32_t> experts(T * top_k);
@@ -63,31 +66,43 @@ void CpuBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     route_token(router_logits.data() + t * E, static_cast<int>(E), top_k, w.renormalize, experts.data() + t * top_k,
                 weights.data() + t * top_k);
   }
-
-  std::vector<std::vector<Route>> routes(E);
-  for (int64_t i = 0; i < T * top_k; ++i) routes[experts[i]].push_back({static_cast<int32_t>(i / top_k), weights[i]});
+  std::vector<std::vector<int64_t>> routes_of(E);
+  for (int64_t r = 0; r < T * top_k; ++r) routes_of[experts[r]].push_back(r);
 
   const float* x_data = x.ptr<float>();
+  std::vector<float> route_out(T * top_k * H);  // weight * expert output, per route
+#pragma omp parallel num_threads(thread_count())
+  {
+    ExpertScratch sc;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t e = 0; e < E; ++e) {
+      const std::vector<int64_t>& routes = routes_of[e];
+      const int64_t n = static_cast<int64_t>(routes.size());
+      if (n == 0) continue;
+      sc.inputs.resize(n * H);
+      sc.gate_up.resize(n * 2 * I);
+      sc.hidden.resize(n * I);
+      sc.outputs.resize(n * H);
+      for (int64_t i = 0; i < n; ++i) std::copy_n(x_data + routes[i] / top_k * H, H, sc.inputs.data() + i * H);
+      gemm_nt(sc.inputs.data(), w.gate_up.ptr<float>() + e * 2 * I * H, sc.gate_up.data(), n, 2 * I, H);
+      for (int64_t i = 0; i < n; ++i) swiglu_row(sc.gate_up.data() + i * 2 * I, sc.hidden.data() + i * I, I);
+      gemm_nt(sc.hidden.data(), w.down.ptr<float>() + e * H * I, sc.outputs.data(), n, H, I);
+      for (int64_t i = 0; i < n; ++i) {
+        const float weight = weights[routes[i]];
+        float* dst = route_out.data() + routes[i] * H;
+        for (int64_t j = 0; j < H; ++j) dst[j] = weight * sc.outputs[i * H + j];
+      }
+    }
+  }
+
   float* out_data = out.ptr<float>();
-  std::fill(out_data, out_data + T * H, 0.0f);
-  std::vector<float> inputs, gate_up, hidden, outputs;
-  for (int64_t e = 0; e < E; ++e) {
-    const std::vector<Route>& r = routes[e];
-    const int64_t n = static_cast<int64_t>(r.size());
-    if (n == 0) continue;
-    inputs.resize(n * H);
-    gate_up.resize(n * 2 * I);
-    hidden.resize(n * I);
-    outputs.resize(n * H);
-    for (int64_t i = 0; i < n; ++i) std::copy_n(x_data + r[i].token * H, H, inputs.data() + i * H);
-    gemm_nt(inputs.data(), w.gate_up.ptr<float>() + e * 2 * I * H, gate_up.data(), n, 2 * I, H);
-    swiglu_rows(gate_up.data(), hidden.data(), n, I);
-    gemm_nt(hidden.data(), w.down.ptr<float>() + e * H * I, outputs.data(), n, H, I);
-    // A token appears at most once per expert, so these rows are distinct.
 #pragma omp parallel for num_threads(thread_count())
-    for (int64_t i = 0; i < n; ++i) {
-      float* dst = out_data + r[i].token * H;
-      for (int64_t j = 0; j < H; ++j) dst[j] += r[i].weight * outputs[i * H + j];
+  for (int64_t t = 0; t < T; ++t) {
+    float* dst = out_data + t * H;
+    std::copy_n(route_out.data() + t * top_k * H, H, dst);
+    for (int k = 1; k < top_k; ++k) {
+      const float* src = route_out.data() + (t * top_k + k) * H;
+      for (int64_t j = 0; j < H; ++j) dst[j] += src[j];
     }
   }
 }
