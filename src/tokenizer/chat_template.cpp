@@ -2,9 +2,8 @@
 // variables transformers' apply_chat_template passes.
 #include "tokenizer/chat_template.h"
 
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -21,7 +20,8 @@ namespace {
 
 std::string template_from_config(const nlohmann::ordered_json& config, const std::string& path) {
   const auto found = config.find("chat_template");
-  JET_CHECK(found != config.end() && !found->is_null(), path, " has no \"chat_template\" (and no chat_template.jinja "
+  JET_CHECK(found != config.end() && !found->is_null(), path,
+            " has no \"chat_template\" (and no chat_template.jinja "
             "next to it)");
   if (found->is_string()) return found->get<std::string>();
   JET_CHECK(found->is_array(), path, ": \"chat_template\" must be a string or a list of {name, template}");
@@ -37,7 +37,8 @@ std::string template_from_config(const nlohmann::ordered_json& config, const std
 }  // namespace
 
 std::string read_chat_template_source(const std::string& tokenizer_config_path) {
-  const std::filesystem::path sidecar = std::filesystem::path(tokenizer_config_path).parent_path() / "chat_template.jinja";
+  const std::filesystem::path sidecar =
+      std::filesystem::path(tokenizer_config_path).parent_path() / "chat_template.jinja";
   std::error_code ignored;
   if (std::filesystem::is_regular_file(sidecar, ignored)) return read_text_file(sidecar.string());
   const std::string text = read_text_file(tokenizer_config_path);

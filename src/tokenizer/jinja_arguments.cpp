@@ -9,8 +9,8 @@ BoundArguments::BoundArguments(std::string_view callee, const Arguments& args,
                                std::initializer_list<std::string_view> params, size_t required)
     : callee_(callee), names_(params), values_(params.size()), given_(params.size(), false) {
   if (args.positional.size() > names_.size()) {
-    throw EvalError(str(callee_, "() takes at most ", names_.size(), " argument(s), ", args.positional.size(),
-                        " given"));
+    throw EvalError(
+        str(callee_, "() takes at most ", names_.size(), " argument(s), ", args.positional.size(), " given"));
   }
   for (size_t i = 0; i < args.positional.size(); ++i) {
     values_[i] = args.positional[i];
@@ -40,8 +40,8 @@ int64_t BoundArguments::integer_at(size_t index) const {
 }
 
 void BoundArguments::fail_type(size_t index, std::string_view expected) const {
-  throw EvalError(str(callee_, "(): argument '", names_[index], "' must be ", expected, ", not ",
-                      values_[index].type_name()));
+  throw EvalError(
+      str(callee_, "(): argument '", names_[index], "' must be ", expected, ", not ", values_[index].type_name()));
 }
 
 }  // namespace jet::jinja

@@ -62,7 +62,8 @@ std::optional<double> parse_python_float(const std::string& text) {
   if (!cleaned || cleaned->empty()) return std::nullopt;
   const std::string lowered = python_lower(*cleaned);
   const bool negative = lowered.front() == '-';
-  const std::string_view unsigned_part = std::string_view(lowered).substr(lowered.front() == '-' || lowered.front() == '+');
+  const std::string_view unsigned_part =
+      std::string_view(lowered).substr(lowered.front() == '-' || lowered.front() == '+');
   if (unsigned_part == "inf" || unsigned_part == "infinity") {
     return negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
   }
@@ -121,12 +122,17 @@ Value filter_tojson(const Value& subject, const Arguments& args) {
 Value filter_length(const Value& subject, const Arguments& args) {
   const BoundArguments bound("length", args, {});
   switch (subject.kind()) {
-    case Value::Kind::kUndefined: return Value::integer(0);
-    case Value::Kind::kString: return Value::integer(static_cast<int64_t>(code_point_count(subject.as_string())));
-    case Value::Kind::kList: return Value::integer(static_cast<int64_t>(subject.as_list().size()));
+    case Value::Kind::kUndefined:
+      return Value::integer(0);
+    case Value::Kind::kString:
+      return Value::integer(static_cast<int64_t>(code_point_count(subject.as_string())));
+    case Value::Kind::kList:
+      return Value::integer(static_cast<int64_t>(subject.as_list().size()));
     case Value::Kind::kDict:
-    case Value::Kind::kNamespace: return Value::integer(static_cast<int64_t>(subject.as_dict().size()));
-    default: throw EvalError("object of type '" + subject.type_name() + "' has no len()");
+    case Value::Kind::kNamespace:
+      return Value::integer(static_cast<int64_t>(subject.as_dict().size()));
+    default:
+      throw EvalError("object of type '" + subject.type_name() + "' has no len()");
   }
 }
 
@@ -160,9 +166,8 @@ Value filter_last(const Value& subject, const Arguments& args) {
 Value lookup_path(const Value& item, const std::string& path) {
   Value current = item;
   for (const std::string& part : python_split(path, std::string("."), -1)) {
-    const bool all_digits = !part.empty() && std::all_of(part.begin(), part.end(), [](unsigned char c) {
-      return std::isdigit(c) != 0;
-    });
+    const bool all_digits =
+        !part.empty() && std::all_of(part.begin(), part.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
     const std::optional<int64_t> index = all_digits ? parse_python_int(part) : std::nullopt;
     current = get_item(current, index ? Value::integer(*index) : Value::string(part));
   }
@@ -214,7 +219,8 @@ Value filter_items(const Value& subject, const Arguments& args) {
   if (subject.is_undefined()) return Value::list({});
   if (!subject.is_dict()) throw EvalError("items: can only get item pairs from a mapping");
   List pairs;
-  for (const auto& [key, value] : subject.as_dict().entries()) pairs.push_back(Value::list({Value::string(key), value}));
+  for (const auto& [key, value] : subject.as_dict().entries())
+    pairs.push_back(Value::list({Value::string(key), value}));
   return Value::list(std::move(pairs));
 }
 
@@ -296,7 +302,10 @@ Value filter_map(const Value& subject, const Arguments& args) {
 const std::unordered_map<std::string_view, FilterFunction>& filters() {
   static const std::unordered_map<std::string_view, FilterFunction> table = {
       {"abs", filter_abs},
-      {"capitalize", [](const Value& s, const Arguments& a) { return no_argument_string_filter("capitalize", s, a, python_capitalize); }},
+      {"capitalize",
+       [](const Value& s, const Arguments& a) {
+         return no_argument_string_filter("capitalize", s, a, python_capitalize);
+       }},
       {"count", filter_length},
       {"d", filter_default},
       {"default", filter_default},
@@ -308,10 +317,12 @@ const std::unordered_map<std::string_view, FilterFunction>& filters() {
       {"last", filter_last},
       {"length", filter_length},
       {"list", filter_list},
-      {"lower", [](const Value& s, const Arguments& a) { return no_argument_string_filter("lower", s, a, python_lower); }},
+      {"lower",
+       [](const Value& s, const Arguments& a) { return no_argument_string_filter("lower", s, a, python_lower); }},
       {"map", filter_map},
       {"reject", [](const Value& s, const Arguments& a) { return filter_by_test("reject", s, a, false, false); }},
-      {"rejectattr", [](const Value& s, const Arguments& a) { return filter_by_test("rejectattr", s, a, true, false); }},
+      {"rejectattr",
+       [](const Value& s, const Arguments& a) { return filter_by_test("rejectattr", s, a, true, false); }},
       {"replace", filter_replace},
       {"reverse", filter_reverse},
       {"select", [](const Value& s, const Arguments& a) { return filter_by_test("select", s, a, false, true); }},
@@ -319,7 +330,8 @@ const std::unordered_map<std::string_view, FilterFunction>& filters() {
       {"string", filter_string},
       {"tojson", filter_tojson},
       {"trim", filter_trim},
-      {"upper", [](const Value& s, const Arguments& a) { return no_argument_string_filter("upper", s, a, python_upper); }},
+      {"upper",
+       [](const Value& s, const Arguments& a) { return no_argument_string_filter("upper", s, a, python_upper); }},
   };
   return table;
 }
@@ -354,10 +366,10 @@ bool is_even(const Value& v) { return is_odd_or_even(v, false); }
 // Tests without arguments.
 const std::unordered_map<std::string_view, Predicate>& predicates() {
   static const std::unordered_map<std::string_view, Predicate> table = {
-      {"boolean", is_boolean}, {"callable", is_callable}, {"defined", is_defined},   {"even", is_even},
-      {"false", is_false},     {"float", is_float},       {"integer", is_integer},   {"iterable", is_iterable},
-      {"mapping", is_mapping}, {"none", is_none},         {"number", is_number},     {"odd", is_odd},
-      {"sequence", is_sequence}, {"string", is_string},   {"true", is_true},         {"undefined", is_undefined},
+      {"boolean", is_boolean},   {"callable", is_callable}, {"defined", is_defined}, {"even", is_even},
+      {"false", is_false},       {"float", is_float},       {"integer", is_integer}, {"iterable", is_iterable},
+      {"mapping", is_mapping},   {"none", is_none},         {"number", is_number},   {"odd", is_odd},
+      {"sequence", is_sequence}, {"string", is_string},     {"true", is_true},       {"undefined", is_undefined},
   };
   return table;
 }
@@ -366,12 +378,14 @@ const std::unordered_map<std::string_view, Predicate>& predicates() {
 const std::unordered_map<std::string_view, ast::CompareOp>& comparison_tests() {
   using ast::CompareOp;
   static const std::unordered_map<std::string_view, CompareOp> table = {
-      {"==", CompareOp::kEqual},       {"eq", CompareOp::kEqual},         {"equalto", CompareOp::kEqual},
-      {"!=", CompareOp::kNotEqual},    {"ne", CompareOp::kNotEqual},      {">", CompareOp::kGreater},
-      {"gt", CompareOp::kGreater},     {"greaterthan", CompareOp::kGreater}, {">=", CompareOp::kGreaterEqual},
-      {"ge", CompareOp::kGreaterEqual}, {"<", CompareOp::kLess},          {"lt", CompareOp::kLess},
-      {"lessthan", CompareOp::kLess},  {"<=", CompareOp::kLessEqual},     {"le", CompareOp::kLessEqual},
-      {"in", CompareOp::kIn},
+      {"==", CompareOp::kEqual},        {"eq", CompareOp::kEqual},
+      {"equalto", CompareOp::kEqual},   {"!=", CompareOp::kNotEqual},
+      {"ne", CompareOp::kNotEqual},     {">", CompareOp::kGreater},
+      {"gt", CompareOp::kGreater},      {"greaterthan", CompareOp::kGreater},
+      {">=", CompareOp::kGreaterEqual}, {"ge", CompareOp::kGreaterEqual},
+      {"<", CompareOp::kLess},          {"lt", CompareOp::kLess},
+      {"lessthan", CompareOp::kLess},   {"<=", CompareOp::kLessEqual},
+      {"le", CompareOp::kLessEqual},    {"in", CompareOp::kIn},
   };
   return table;
 }

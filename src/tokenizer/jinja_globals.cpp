@@ -68,9 +68,11 @@ Value strftime_now(const Arguments& args) {
 Dict builtin_globals() {
   Dict globals;
   globals.set("range", Value::function(range));
-  globals.set("namespace",
-              Value::function([](const Arguments& args) { return Value::make_namespace(merge_dict_arguments("namespace", args)); }));
-  globals.set("dict", Value::function([](const Arguments& args) { return Value::dict(merge_dict_arguments("dict", args)); }));
+  globals.set("namespace", Value::function([](const Arguments& args) {
+                return Value::make_namespace(merge_dict_arguments("namespace", args));
+              }));
+  globals.set("dict",
+              Value::function([](const Arguments& args) { return Value::dict(merge_dict_arguments("dict", args)); }));
   globals.set("raise_exception", Value::function(raise_exception));
   globals.set("strftime_now", Value::function(strftime_now));
   return globals;

@@ -125,24 +125,25 @@ class Interpreter {
   static Value loop_variable(const List& items, size_t i) {
     const auto n = static_cast<int64_t>(items.size());
     const auto index = static_cast<int64_t>(i);
-    Dict loop;
-    loop.set("index0", Value::integer(index));
-    loop.set("index", Value::integer(index + 1));
-    loop.set("revindex0", Value::integer(n - index - 1));
-    loop.set("revindex", Value::integer(n - index));
-    loop.set("first", Value::boolean(i == 0));
-    loop.set("last", Value::boolean(index == n - 1));
-    loop.set("length", Value::integer(n));
-    // depth counts recursive-loop levels in Jinja, so it is 1 for every loop here.
-    loop.set("depth0", Value::integer(0));
-    loop.set("depth", Value::integer(1));
-    loop.set("previtem", i > 0 ? items[i - 1] : Value::undefined("there is no previous item"));
-    loop.set("nextitem", index + 1 < n ? items[i + 1] : Value::undefined("there is no next item"));
-    loop.set("cycle", Value::function([i](const Arguments& args) {
+    Value cycle = Value::function([i](const Arguments& args) {
       if (args.positional.empty()) throw EvalError("loop.cycle() needs at least one value");
       return args.positional[i % args.positional.size()];
+    });
+    // depth counts recursive-loop levels in Jinja, so it is 1 for every loop here.
+    return Value::dict(Dict({
+        {"index0", Value::integer(index)},
+        {"index", Value::integer(index + 1)},
+        {"revindex0", Value::integer(n - index - 1)},
+        {"revindex", Value::integer(n - index)},
+        {"first", Value::boolean(i == 0)},
+        {"last", Value::boolean(index == n - 1)},
+        {"length", Value::integer(n)},
+        {"depth0", Value::integer(0)},
+        {"depth", Value::integer(1)},
+        {"previtem", i > 0 ? items[i - 1] : Value::undefined("there is no previous item")},
+        {"nextitem", index + 1 < n ? items[i + 1] : Value::undefined("there is no next item")},
+        {"cycle", std::move(cycle)},
     }));
-    return Value::dict(std::move(loop));
   }
 
   // Assigns `value` to one name, or unpacks it over several (`for key, value in d.items()`).
@@ -153,10 +154,10 @@ class Interpreter {
     }
     const List parts = at_position(pos, [&] { return iterate(value); });
     if (parts.size() != targets.size()) {
-      throw Error(located_message(pos, parts.size() < targets.size()
-                                           ? str("not enough values to unpack (expected ", targets.size(), ", got ",
-                                                 parts.size(), ")")
-                                           : str("too many values to unpack (expected ", targets.size(), ")")));
+      throw Error(located_message(
+          pos, parts.size() < targets.size()
+                   ? str("not enough values to unpack (expected ", targets.size(), ", got ", parts.size(), ")")
+                   : str("too many values to unpack (expected ", targets.size(), ")")));
     }
     for (size_t i = 0; i < targets.size(); ++i) scope.set(targets[i], parts[i]);
   }
@@ -176,7 +177,8 @@ class Interpreter {
     }
     const Value* target = scope.find(node.namespace_name);
     if (target == nullptr || target->kind() != Value::Kind::kNamespace) {
-      throw Error(located_message(pos, "cannot assign attribute on non-namespace object '" + node.namespace_name + "'"));
+      throw Error(
+          located_message(pos, "cannot assign attribute on non-namespace object '" + node.namespace_name + "'"));
     }
     target->namespace_dict().set(node.targets.front(), std::move(value));
     return Flow::kNormal;
@@ -226,7 +228,8 @@ class Interpreter {
   // ---- expressions ----
 
   Value eval(const ast::Expr& expr, Scope& scope) {
-    return at_position(expr.pos, [&] { return std::visit([&](const auto& node) { return eval_node(node, scope); }, expr.node); });
+    return at_position(expr.pos,
+                       [&] { return std::visit([&](const auto& node) { return eval_node(node, scope); }, expr.node); });
   }
 
   Value eval_optional(const ast::ExprPtr& expr, Scope& scope) { return expr ? eval(*expr, scope) : Value(); }
@@ -261,7 +264,9 @@ class Interpreter {
     return Value::dict(std::move(dict));
   }
 
-  Value eval_node(const ast::GetAttr& node, Scope& scope) { return get_attribute(eval(*node.object, scope), node.attribute); }
+  Value eval_node(const ast::GetAttr& node, Scope& scope) {
+    return get_attribute(eval(*node.object, scope), node.attribute);
+  }
 
   Value eval_node(const ast::GetItem& node, Scope& scope) {
     const Value object = eval(*node.object, scope);
@@ -270,7 +275,8 @@ class Interpreter {
 
   Value eval_node(const ast::Slice& node, Scope& scope) {
     const Value object = eval(*node.object, scope);
-    return slice(object, eval_optional(node.start, scope), eval_optional(node.stop, scope), eval_optional(node.step, scope));
+    return slice(object, eval_optional(node.start, scope), eval_optional(node.stop, scope),
+                 eval_optional(node.step, scope));
   }
 
   Value eval_node(const ast::Call& node, Scope& scope) {
@@ -294,9 +300,12 @@ class Interpreter {
   Value eval_node(const ast::Unary& node, Scope& scope) {
     const Value operand = eval(*node.operand, scope);
     switch (node.op) {
-      case ast::UnaryOp::kNot: return Value::boolean(!operand.truthy());
-      case ast::UnaryOp::kNegate: return negate(operand);
-      case ast::UnaryOp::kPlus: return unary_plus(operand);
+      case ast::UnaryOp::kNot:
+        return Value::boolean(!operand.truthy());
+      case ast::UnaryOp::kNegate:
+        return negate(operand);
+      case ast::UnaryOp::kPlus:
+        return unary_plus(operand);
     }
     return operand;
   }

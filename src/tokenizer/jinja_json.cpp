@@ -22,14 +22,29 @@ void append_json_string(std::string& out, const std::string& text, bool ensure_a
   out.push_back('"');
   for (char32_t c : decode_utf8(text)) {
     switch (c) {
-      case '"': out += "\\\""; continue;
-      case '\\': out += "\\\\"; continue;
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      case '\b': out += "\\b"; continue;
-      case '\f': out += "\\f"; continue;
-      default: break;
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      default:
+        break;
     }
     if (c < 0x20 || (ensure_ascii && c >= 0x7F)) {
       if (c >= 0x10000) {
@@ -61,13 +76,27 @@ class JsonWriter {
 
   void write(const Value& value, int depth) {
     switch (value.kind()) {
-      case Value::Kind::kNone: out_ += "null"; return;
-      case Value::Kind::kBool: out_ += value.as_bool() ? "true" : "false"; return;
-      case Value::Kind::kInt: out_ += std::to_string(value.as_int()); return;
-      case Value::Kind::kFloat: out_ += json_float(value.as_double()); return;
-      case Value::Kind::kString: append_json_string(out_, value.as_string(), format_.ensure_ascii); return;
-      case Value::Kind::kList: write_list(value.as_list(), depth); return;
-      case Value::Kind::kDict: write_dict(value.as_dict(), depth); return;
+      case Value::Kind::kNone:
+        out_ += "null";
+        return;
+      case Value::Kind::kBool:
+        out_ += value.as_bool() ? "true" : "false";
+        return;
+      case Value::Kind::kInt:
+        out_ += std::to_string(value.as_int());
+        return;
+      case Value::Kind::kFloat:
+        out_ += json_float(value.as_double());
+        return;
+      case Value::Kind::kString:
+        append_json_string(out_, value.as_string(), format_.ensure_ascii);
+        return;
+      case Value::Kind::kList:
+        write_list(value.as_list(), depth);
+        return;
+      case Value::Kind::kDict:
+        write_dict(value.as_dict(), depth);
+        return;
       default:
         throw EvalError("tojson: object of type " + value.type_name() + " is not JSON serializable");
     }
@@ -139,9 +168,12 @@ Value convert(const nlohmann::ordered_json& json, int depth) {
     throw Error(str("chat template context: JSON nested deeper than ", kMaxJsonDepth, " levels"));
   }
   switch (json.type()) {
-    case Type::null: return Value::none();
-    case Type::boolean: return Value::boolean(json.get<bool>());
-    case Type::number_integer: return Value::integer(json.get<int64_t>());
+    case Type::null:
+      return Value::none();
+    case Type::boolean:
+      return Value::boolean(json.get<bool>());
+    case Type::number_integer:
+      return Value::integer(json.get<int64_t>());
     case Type::number_unsigned: {
       const uint64_t value = json.get<uint64_t>();
       if (value <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
@@ -149,8 +181,10 @@ Value convert(const nlohmann::ordered_json& json, int depth) {
       }
       return Value::number(static_cast<double>(value));
     }
-    case Type::number_float: return Value::number(json.get<double>());
-    case Type::string: return Value::string(json.get<std::string>());
+    case Type::number_float:
+      return Value::number(json.get<double>());
+    case Type::string:
+      return Value::string(json.get<std::string>());
     case Type::array: {
       List items;
       items.reserve(json.size());

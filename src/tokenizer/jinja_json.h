@@ -3,7 +3,6 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <string>
 
@@ -17,9 +16,9 @@ Value value_from_json(const nlohmann::ordered_json& json);
 // tojson(x) == json.dumps(x, ensure_ascii=False).
 struct JsonFormat {
   bool ensure_ascii = false;
-  std::optional<std::string> indent;           // None: one line; "" (indent=0) still breaks lines
-  std::optional<std::string> item_separator;   // None: ", " on one line, "," when indented
-  std::optional<std::string> key_separator;    // None: ": "
+  std::optional<std::string> indent;          // None: one line; "" (indent=0) still breaks lines
+  std::optional<std::string> item_separator;  // None: ", " on one line, "," when indented
+  std::optional<std::string> key_separator;   // None: ": "
   bool sort_keys = false;
 };
 

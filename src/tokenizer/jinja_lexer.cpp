@@ -67,8 +67,7 @@ int hex_value(char c) {
 
 class Lexer {
  public:
-  Lexer(std::string_view source, const LexerOptions& options)
-      : source_(normalize_newlines(source)), options_(options) {
+  Lexer(std::string_view source, const LexerOptions& options) : source_(normalize_newlines(source)), options_(options) {
     line_starts_.push_back(0);
     for (size_t i = 0; i < source_.size(); ++i) {
       if (source_[i] == '\n') line_starts_.push_back(i + 1);
@@ -238,21 +237,36 @@ class Lexer {
       return i + 2;
     };
     switch (c) {
-      case '\n': return i + 2;  // line continuation
-      case '\\': return simple('\\');
-      case '\'': return simple('\'');
-      case '"': return simple('"');
-      case 'a': return simple('\a');
-      case 'b': return simple('\b');
-      case 'f': return simple('\f');
-      case 'n': return simple('\n');
-      case 'r': return simple('\r');
-      case 't': return simple('\t');
-      case 'v': return simple('\v');
-      case 'x': return unescape_hex(i, 2, value);
-      case 'u': return unescape_hex(i, 4, value);
-      case 'U': return unescape_hex(i, 8, value);
-      default: break;
+      case '\n':
+        return i + 2;  // line continuation
+      case '\\':
+        return simple('\\');
+      case '\'':
+        return simple('\'');
+      case '"':
+        return simple('"');
+      case 'a':
+        return simple('\a');
+      case 'b':
+        return simple('\b');
+      case 'f':
+        return simple('\f');
+      case 'n':
+        return simple('\n');
+      case 'r':
+        return simple('\r');
+      case 't':
+        return simple('\t');
+      case 'v':
+        return simple('\v');
+      case 'x':
+        return unescape_hex(i, 2, value);
+      case 'u':
+        return unescape_hex(i, 4, value);
+      case 'U':
+        return unescape_hex(i, 8, value);
+      default:
+        break;
     }
     if (c >= '0' && c <= '7') {
       char32_t code = 0;
@@ -315,7 +329,8 @@ class Lexer {
       last_offset_ = line_begin;
       last_column_ = 1;
     }
-    last_column_ += static_cast<int>(code_point_count(std::string_view(source_).substr(last_offset_, offset - last_offset_)));
+    last_column_ +=
+        static_cast<int>(code_point_count(std::string_view(source_).substr(last_offset_, offset - last_offset_)));
     last_offset_ = offset;
     return {static_cast<int>(line - line_starts_.begin()) + 1, last_column_};
   }

@@ -20,10 +20,10 @@ enum class TokenType {
   kVariableEnd,    // }}
   kBlockBegin,     // {%
   kBlockEnd,       // %}
-  kName,
+  kName,           // identifiers and keywords
   kString,         // text holds the decoded literal
-  kInteger,
-  kFloat,
+  kInteger,        // text holds the digits (underscores removed)
+  kFloat,          // likewise
   kOperator,       // text holds the spelling: "+", "//", "==", "(", "|", ...
   kEnd,            // end of the template
 };
@@ -36,8 +36,8 @@ struct Token {
 
 // transformers renders chat templates with trim_blocks and lstrip_blocks on, hence the defaults.
 struct LexerOptions {
-  bool trim_blocks = true;   // drop the first newline after a block or comment tag
-  bool lstrip_blocks = true; // drop spaces and tabs before a block or comment tag that starts a line
+  bool trim_blocks = true;    // drop the first newline after a block or comment tag
+  bool lstrip_blocks = true;  // drop spaces and tabs before a block or comment tag that starts a line
 };
 
 // Throws jet::Error naming line and column for malformed tags (unclosed tag, comment or string,

@@ -16,7 +16,8 @@ namespace {
 constexpr size_t kMaxRepeatedSize = size_t{1} << 26;
 
 [[noreturn]] void unsupported(std::string_view op, const Value& left, const Value& right) {
-  throw EvalError(str("unsupported operand type(s) for ", op, ": '", left.type_name(), "' and '", right.type_name(), "'"));
+  throw EvalError(
+      str("unsupported operand type(s) for ", op, ": '", left.type_name(), "' and '", right.type_name(), "'"));
 }
 
 void require_defined(const Value& value) {
@@ -174,8 +175,8 @@ std::partial_ordering order(const Value& left, const Value& right, std::string_v
     }
     return a.size() <=> b.size();
   }
-  throw EvalError(str("'", op, "' not supported between instances of '", left.type_name(), "' and '",
-                      right.type_name(), "'"));
+  throw EvalError(
+      str("'", op, "' not supported between instances of '", left.type_name(), "' and '", right.type_name(), "'"));
 }
 
 bool contains(const Value& container, const Value& item) {
@@ -233,17 +234,24 @@ Value binary_operation(ast::BinaryOp op, const Value& left, const Value& right) 
   require_defined(left);
   require_defined(right);
   switch (op) {
-    case ast::BinaryOp::kAdd: return add(left, right);
-    case ast::BinaryOp::kSubtract: return subtract(left, right);
-    case ast::BinaryOp::kMultiply: return multiply(left, right);
+    case ast::BinaryOp::kAdd:
+      return add(left, right);
+    case ast::BinaryOp::kSubtract:
+      return subtract(left, right);
+    case ast::BinaryOp::kMultiply:
+      return multiply(left, right);
     case ast::BinaryOp::kDivide:
       if (!both_numbers(left, right)) unsupported("/", left, right);
       require_nonzero(right);
       return Value::number(left.as_double() / right.as_double());
-    case ast::BinaryOp::kFloorDivide: return floor_divide(left, right);
-    case ast::BinaryOp::kModulo: return modulo(left, right);
-    case ast::BinaryOp::kPower: return power(left, right);
-    default: break;
+    case ast::BinaryOp::kFloorDivide:
+      return floor_divide(left, right);
+    case ast::BinaryOp::kModulo:
+      return modulo(left, right);
+    case ast::BinaryOp::kPower:
+      return power(left, right);
+    default:
+      break;
   }
   throw EvalError("internal error: logical operator reached binary_operation");
 }
@@ -301,14 +309,22 @@ bool values_equal(const Value& left, const Value& right) {
 
 bool compare(ast::CompareOp op, const Value& left, const Value& right) {
   switch (op) {
-    case ast::CompareOp::kEqual: return values_equal(left, right);
-    case ast::CompareOp::kNotEqual: return !values_equal(left, right);
-    case ast::CompareOp::kLess: return order(left, right, "<") < 0;
-    case ast::CompareOp::kLessEqual: return order(left, right, "<=") <= 0;
-    case ast::CompareOp::kGreater: return order(left, right, ">") > 0;
-    case ast::CompareOp::kGreaterEqual: return order(left, right, ">=") >= 0;
-    case ast::CompareOp::kIn: return contains(right, left);
-    case ast::CompareOp::kNotIn: return !contains(right, left);
+    case ast::CompareOp::kEqual:
+      return values_equal(left, right);
+    case ast::CompareOp::kNotEqual:
+      return !values_equal(left, right);
+    case ast::CompareOp::kLess:
+      return order(left, right, "<") < 0;
+    case ast::CompareOp::kLessEqual:
+      return order(left, right, "<=") <= 0;
+    case ast::CompareOp::kGreater:
+      return order(left, right, ">") > 0;
+    case ast::CompareOp::kGreaterEqual:
+      return order(left, right, ">=") >= 0;
+    case ast::CompareOp::kIn:
+      return contains(right, left);
+    case ast::CompareOp::kNotIn:
+      return !contains(right, left);
   }
   return false;
 }
@@ -385,7 +401,8 @@ List iterate(const Value& value) {
     }
     case Value::Kind::kString: {
       List characters;
-      for (char32_t c : decode_utf8(value.as_string())) characters.push_back(Value::string(encode_utf8(std::u32string(1, c))));
+      for (char32_t c : decode_utf8(value.as_string()))
+        characters.push_back(Value::string(encode_utf8(std::u32string(1, c))));
       return characters;
     }
     default:

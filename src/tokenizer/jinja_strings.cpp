@@ -133,10 +133,24 @@ size_t code_point_count(std::string_view text) {
 
 bool is_python_space(char32_t c) {
   switch (c) {
-    case '\t': case '\n': case '\v': case '\f': case '\r':
-    case 0x1C: case 0x1D: case 0x1E: case 0x1F: case ' ':
-    case 0x85: case 0xA0: case 0x1680:
-    case 0x2028: case 0x2029: case 0x202F: case 0x205F: case 0x3000:
+    case '\t':
+    case '\n':
+    case '\v':
+    case '\f':
+    case '\r':
+    case 0x1C:
+    case 0x1D:
+    case 0x1E:
+    case 0x1F:
+    case ' ':
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
       return true;
     default:
       return c >= 0x2000 && c <= 0x200A;
@@ -160,8 +174,7 @@ std::string python_strip(std::string_view text, const std::optional<std::string>
   return encode_utf8(std::u32string_view(code_points).substr(begin, end - begin));
 }
 
-std::vector<std::string> python_split(std::string_view text, const std::optional<std::string>& sep,
-                                      int64_t maxsplit) {
+std::vector<std::string> python_split(std::string_view text, const std::optional<std::string>& sep, int64_t maxsplit) {
   std::vector<std::string> parts;
   if (sep) {
     JET_ASSERT(!sep->empty(), "callers reject an empty separator");
@@ -196,8 +209,7 @@ std::vector<std::string> python_split(std::string_view text, const std::optional
   return parts;
 }
 
-std::string python_replace(std::string_view text, std::string_view old, std::string_view replacement,
-                           int64_t count) {
+std::string python_replace(std::string_view text, std::string_view old, std::string_view replacement, int64_t count) {
   std::string out;
   int64_t done = 0;
   const auto may_replace = [&] { return count < 0 || done < count; };

@@ -31,13 +31,11 @@ std::string python_strip(std::string_view text, const std::optional<std::string>
 
 // str.split(sep, maxsplit); without `sep` splits on runs of whitespace and drops empty parts.
 // maxsplit < 0 means no limit. `sep` must not be empty (Python raises; callers check).
-std::vector<std::string> python_split(std::string_view text, const std::optional<std::string>& sep,
-                                      int64_t maxsplit);
+std::vector<std::string> python_split(std::string_view text, const std::optional<std::string>& sep, int64_t maxsplit);
 
 // str.replace(old, new, count); count < 0 replaces every occurrence. An empty `old` inserts
 // `replacement` between code points, as Python does.
-std::string python_replace(std::string_view text, std::string_view old, std::string_view replacement,
-                           int64_t count);
+std::string python_replace(std::string_view text, std::string_view old, std::string_view replacement, int64_t count);
 
 // Simple (one-to-one) case mappings from utf8proc; Python's full mappings differ for a few letters
 // (e.g. 'ß'.upper() is 'SS' in Python, 'ß' here).

@@ -17,9 +17,10 @@ std::string join_repr(const Items& items, Format format) {
 }
 
 std::string dict_repr(const Dict& dict) {
-  return "{" + join_repr(dict.entries(), [](const auto& entry) {
-           return python_string_repr(entry.first) + ": " + to_repr(entry.second);
-         }) + "}";
+  return "{" +
+         join_repr(dict.entries(),
+                   [](const auto& entry) { return python_string_repr(entry.first) + ": " + to_repr(entry.second); }) +
+         "}";
 }
 
 }  // namespace
@@ -149,16 +150,26 @@ bool Value::truthy() const {
 
 std::string Value::type_name() const {
   switch (kind_) {
-    case Kind::kUndefined: return "Undefined";
-    case Kind::kNone: return "NoneType";
-    case Kind::kBool: return "bool";
-    case Kind::kInt: return "int";
-    case Kind::kFloat: return "float";
-    case Kind::kString: return "str";
-    case Kind::kList: return "list";
-    case Kind::kDict: return "dict";
-    case Kind::kNamespace: return "Namespace";
-    case Kind::kFunction: return "function";
+    case Kind::kUndefined:
+      return "Undefined";
+    case Kind::kNone:
+      return "NoneType";
+    case Kind::kBool:
+      return "bool";
+    case Kind::kInt:
+      return "int";
+    case Kind::kFloat:
+      return "float";
+    case Kind::kString:
+      return "str";
+    case Kind::kList:
+      return "list";
+    case Kind::kDict:
+      return "dict";
+    case Kind::kNamespace:
+      return "Namespace";
+    case Kind::kFunction:
+      return "function";
   }
   return "unknown";
 }
@@ -170,25 +181,39 @@ void Value::fail_undefined() const {
 
 std::string to_display_string(const Value& value) {
   switch (value.kind()) {
-    case Value::Kind::kUndefined: return "";
-    case Value::Kind::kString: return value.as_string();
-    case Value::Kind::kNamespace: return "<Namespace " + dict_repr(value.as_dict()) + ">";
-    default: return to_repr(value);
+    case Value::Kind::kUndefined:
+      return "";
+    case Value::Kind::kString:
+      return value.as_string();
+    case Value::Kind::kNamespace:
+      return "<Namespace " + dict_repr(value.as_dict()) + ">";
+    default:
+      return to_repr(value);
   }
 }
 
 std::string to_repr(const Value& value) {
   switch (value.kind()) {
-    case Value::Kind::kUndefined: return "Undefined";
-    case Value::Kind::kNone: return "None";
-    case Value::Kind::kBool: return value.as_bool() ? "True" : "False";
-    case Value::Kind::kInt: return std::to_string(value.as_int());
-    case Value::Kind::kFloat: return python_float_repr(value.as_double());
-    case Value::Kind::kString: return python_string_repr(value.as_string());
-    case Value::Kind::kList: return "[" + join_repr(value.as_list(), to_repr) + "]";
-    case Value::Kind::kDict: return dict_repr(value.as_dict());
-    case Value::Kind::kNamespace: return to_display_string(value);
-    case Value::Kind::kFunction: return "<function>";
+    case Value::Kind::kUndefined:
+      return "Undefined";
+    case Value::Kind::kNone:
+      return "None";
+    case Value::Kind::kBool:
+      return value.as_bool() ? "True" : "False";
+    case Value::Kind::kInt:
+      return std::to_string(value.as_int());
+    case Value::Kind::kFloat:
+      return python_float_repr(value.as_double());
+    case Value::Kind::kString:
+      return python_string_repr(value.as_string());
+    case Value::Kind::kList:
+      return "[" + join_repr(value.as_list(), to_repr) + "]";
+    case Value::Kind::kDict:
+      return dict_repr(value.as_dict());
+    case Value::Kind::kNamespace:
+      return to_display_string(value);
+    case Value::Kind::kFunction:
+      return "<function>";
   }
   return "";
 }

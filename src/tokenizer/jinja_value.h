@@ -59,8 +59,8 @@ class Value {
   bool is_integral() const { return kind_ == Kind::kBool || kind_ == Kind::kInt; }
 
   bool as_bool() const { return std::get<bool>(data_); }
-  int64_t as_int() const;     // bool or int
-  double as_double() const;   // any number
+  int64_t as_int() const;    // bool or int
+  double as_double() const;  // any number
   const std::string& as_string() const { return std::get<std::string>(data_); }
   const List& as_list() const { return *std::get<std::shared_ptr<const List>>(data_); }
   const Dict& as_dict() const;  // dict or namespace
@@ -86,6 +86,10 @@ class Value {
 // on the order). Lookup is linear: template dicts are small.
 class Dict {
  public:
+  Dict() = default;
+  // From entries with distinct keys (not checked), skipping set()'s lookup for each.
+  explicit Dict(std::vector<std::pair<std::string, Value>> entries) : entries_(std::move(entries)) {}
+
   const Value* find(std::string_view key) const;
   void set(std::string key, Value value);  // replaces an existing key in place
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }

@@ -1,11 +1,10 @@
 // jet::ChatTemplate: the real Qwen3/SDAR and LLaDA templates, reading templates from model folders,
 // and the variables passed to templates (as transformers' apply_chat_template passes them).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include <unistd.h>
 
 #include "chat/jinja_test_helpers.h"
 #include "core/mapped_file.h"
@@ -73,16 +72,17 @@ TEST(ChatTemplate, Qwen3ToolsAndToolCallsThroughExtraVariables) {
       {"role": "tool", "content": "sunny"}],
     "tools": [{"type": "function", "function": {"name": "get_weather"}}],
     "add_generation_prompt": true})";
-  EXPECT_EQ(chat.render_with_variables(variables),
-            "<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-            "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
-            "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}\n</tools>\n\n"
-            "For each function call, return a json object with function name and arguments within <tool_call></tool_call> "
-            "XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
-            "<|im_start|>user\nWeather?<|im_end|>\n"
-            "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Zürich\"}}\n"
-            "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\nsunny\n</tool_response><|im_end|>\n"
-            "<|im_start|>assistant\n");
+  EXPECT_EQ(
+      chat.render_with_variables(variables),
+      "<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+      "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+      "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}\n</tools>\n\n"
+      "For each function call, return a json object with function name and arguments within <tool_call></tool_call> "
+      "XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+      "<|im_start|>user\nWeather?<|im_end|>\n"
+      "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Zürich\"}}\n"
+      "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\nsunny\n</tool_response><|im_end|>\n"
+      "<|im_start|>assistant\n");
 }
 
 TEST(ChatTemplate, LladaMatchesTheModelCardExample) {
@@ -147,14 +147,17 @@ TEST(ChatTemplate, MissingOrBrokenTemplatesAreClearErrors) {
   folder.write("tokenizer_config.json", "{not json");
   EXPECT_NE(error_of(path).find("is not valid JSON"), std::string::npos);
   folder.write("tokenizer_config.json", R"({"chat_template": "{% if x %}"})");
-  EXPECT_EQ(error_of(path), path + ": chat template line 1, column 11: syntax error: unexpected end of template, "
-                                   "expected 'elif' or 'else' or 'endif'");
-  EXPECT_NE(error_of(kRepo + "/no/such/tokenizer_config.json").find("no/such/tokenizer_config.json"), std::string::npos);
+  EXPECT_EQ(error_of(path), path +
+                                ": chat template line 1, column 11: syntax error: unexpected end of template, "
+                                "expected 'elif' or 'else' or 'endif'");
+  EXPECT_NE(error_of(kRepo + "/no/such/tokenizer_config.json").find("no/such/tokenizer_config.json"),
+            std::string::npos);
 }
 
 TEST(ChatTemplate, RaiseExceptionReachesTheCallerVerbatim) {
-  const ChatTemplate chat("{% for m in messages %}{% if m.role == 'system' %}"
-                          "{{ raise_exception('System role not supported') }}{% endif %}{% endfor %}ok");
+  const ChatTemplate chat(
+      "{% for m in messages %}{% if m.role == 'system' %}"
+      "{{ raise_exception('System role not supported') }}{% endif %}{% endfor %}ok");
   EXPECT_EQ(chat.render({{"user", "hi", ""}}, {}), "ok");
   try {
     chat.render({{"system", "s", ""}}, {});

@@ -36,18 +36,22 @@ TEST(JinjaLoops, LoopVariables) {
   EXPECT_EQ(render("{% for x in 'abc' %}{{ loop.index0 }}{{ loop.index }}{{ loop.revindex }}{{ loop.first }}"
                    "{{ loop.last }}{{ loop.length }};{% endfor %}"),
             "013TrueFalse3;122FalseFalse3;231FalseTrue3;");
-  EXPECT_EQ(render("{% for x in [1, 2, 3] %}[{{ loop.previtem }}|{{ loop.nextitem }}|{{ loop.cycle('a', 'b') }}]{% endfor %}"),
-            "[|2|a][1|3|b][2||a]");
+  EXPECT_EQ(
+      render(
+          "{% for x in [1, 2, 3] %}[{{ loop.previtem }}|{{ loop.nextitem }}|{{ loop.cycle('a', 'b') }}]{% endfor %}"),
+      "[|2|a][1|3|b][2||a]");
 }
 
 TEST(JinjaLoops, ElseFilterUnpackingAndLoopControls) {
   EXPECT_EQ(render("{% for x in [] %}x{% else %}empty{% endfor %}"), "empty");
   EXPECT_EQ(render("{% for x in [1, 2, 3, 4, 5] if x % 2 %}{{ x }}:{{ loop.index }}/{{ loop.length }} {% endfor %}"),
             "1:1/3 3:2/3 5:3/3 ");
-  EXPECT_EQ(render("{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}", R"({"d": {"z": 1, "a": 2}})"), "z=1;a=2;");
-  EXPECT_EQ(render("{% for i in range(9) %}{% if i == 1 %}{% continue %}{% endif %}{% if i == 4 %}{% break %}{% endif %}"
-                   "{{ i }}{% endfor %}"),
-            "023");
+  EXPECT_EQ(render("{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}", R"({"d": {"z": 1, "a": 2}})"),
+            "z=1;a=2;");
+  EXPECT_EQ(
+      render("{% for i in range(9) %}{% if i == 1 %}{% continue %}{% endif %}{% if i == 4 %}{% break %}{% endif %}"
+             "{{ i }}{% endfor %}"),
+      "023");
   EXPECT_EQ(render("{% for m in ms[::-1] %}{{ m }}{% endfor %}", R"({"ms": [1, 2, 3]})"), "321");
   EXPECT_EQ(error_of("{% for a, b in [[1]] %}{% endfor %}"),
             "chat template line 1, column 1: not enough values to unpack (expected 2, got 1)");
@@ -60,15 +64,18 @@ TEST(JinjaScoping, SetInsideLoopsStaysInTheIterationAndNamespacesCarryState) {
                    "{% set ns.found = true %}{% set ns.at = loop.index0 %}{% endif %}{% endfor %}{{ ns.at }}",
                    R"({"ms": ["s", "u", "u"]})"),
             "1");
-  EXPECT_EQ(render("{% set a, b = [1, 2] %}{{ a + b }} {% set captured %} x{{ 1 }} {% endset %}[{{ captured }}]"), "3 [ x1 ]");
+  EXPECT_EQ(render("{% set a, b = [1, 2] %}{{ a + b }} {% set captured %} x{{ 1 }} {% endset %}[{{ captured }}]"),
+            "3 [ x1 ]");
   EXPECT_EQ(error_of("{% set m = {} %}{% set m.x = 1 %}"),
             "chat template line 1, column 17: cannot assign attribute on non-namespace object 'm'");
 }
 
 TEST(JinjaMacros, ParametersDefaultsAndRecursion) {
-  EXPECT_EQ(render("{% macro m(a, b='B') %}[{{ a }}{{ b }}]{% endmacro %}{{ m(1) }}{{ m(1, 2) }}{{ m(b=3, a=4) }}{{ m() }}"),
-            "[1B][12][43][B]");
-  EXPECT_EQ(render("{% macro fact(n) %}{{ 1 if n <= 1 else n * fact(n - 1) | int }}{% endmacro %}{{ fact(5) }}"), "120");
+  EXPECT_EQ(
+      render("{% macro m(a, b='B') %}[{{ a }}{{ b }}]{% endmacro %}{{ m(1) }}{{ m(1, 2) }}{{ m(b=3, a=4) }}{{ m() }}"),
+      "[1B][12][43][B]");
+  EXPECT_EQ(render("{% macro fact(n) %}{{ 1 if n <= 1 else n * fact(n - 1) | int }}{% endmacro %}{{ fact(5) }}"),
+            "120");
   EXPECT_EQ(error_of("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}"),
             "chat template line 1, column 35: macro 'm' takes not more than 1 argument(s)");
   EXPECT_NE(error_of("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}").find("macro calls nested deeper than"),
@@ -76,7 +83,8 @@ TEST(JinjaMacros, ParametersDefaultsAndRecursion) {
 }
 
 TEST(JinjaErrors, RaiseExceptionCarriesTheTemplatesMessageOnly) {
-  const std::string source = "{% if ms | length > 1 %}{{ raise_exception('Only one message, got ' ~ ms | length) }}{% endif %}";
+  const std::string source =
+      "{% if ms | length > 1 %}{{ raise_exception('Only one message, got ' ~ ms | length) }}{% endif %}";
   EXPECT_EQ(render(source, R"({"ms": [1]})"), "");
   try {
     render(source, R"({"ms": [1, 2]})");
@@ -87,13 +95,17 @@ TEST(JinjaErrors, RaiseExceptionCarriesTheTemplatesMessageOnly) {
 }
 
 TEST(JinjaErrors, SyntaxErrorsNameLineAndColumn) {
-  EXPECT_EQ(error_of("line one\n{{ 1 + }}"), "chat template line 2, column 8: syntax error: unexpected end of print statement");
-  EXPECT_EQ(error_of("{% if x %}\n  text"),
-            "chat template line 2, column 7: syntax error: unexpected end of template, expected 'elif' or 'else' or 'endif'");
+  EXPECT_EQ(error_of("line one\n{{ 1 + }}"),
+            "chat template line 2, column 8: syntax error: unexpected end of print statement");
+  EXPECT_EQ(
+      error_of("{% if x %}\n  text"),
+      "chat template line 2, column 7: syntax error: unexpected end of template, expected 'elif' or 'else' or 'endif'");
   EXPECT_EQ(error_of("{% for x in y %}\n   {% endif %}"),
             "chat template line 2, column 7: syntax error: unknown tag 'endif', expected 'endfor' or 'else'");
-  EXPECT_EQ(error_of("ok\n  {{ 'unterminated }}"), "chat template line 2, column 6: syntax error: unterminated string literal");
-  EXPECT_EQ(error_of("{# never closed"), "chat template line 1, column 1: syntax error: missing end of comment tag '#}'");
+  EXPECT_EQ(error_of("ok\n  {{ 'unterminated }}"),
+            "chat template line 2, column 6: syntax error: unterminated string literal");
+  EXPECT_EQ(error_of("{# never closed"),
+            "chat template line 1, column 1: syntax error: missing end of comment tag '#}'");
   EXPECT_EQ(error_of("{{ (1 }}"), "chat template line 1, column 7: syntax error: unexpected '}', expected ')'");
   EXPECT_EQ(error_of("{% break %}"), "chat template line 1, column 4: syntax error: 'break' outside loop");
   EXPECT_EQ(error_of("{% include 'x' %}"), "chat template line 1, column 4: syntax error: unknown tag 'include'");

@@ -3,9 +3,8 @@
 // template variables) or {"template": ..., "messages": [...], "options": {...}} (through
 // ChatTemplate::render, the API the engine uses), and writes one JSON line per input:
 // {"output": "..."} or {"error": "..."}.
-#include <nlohmann/json.hpp>
-
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -36,7 +35,8 @@ std::vector<jet::ChatMessage> messages_from_json(const nlohmann::json& json) {
 std::string render_request(const nlohmann::ordered_json& request) {
   const jet::ChatTemplate chat_template(request.at("template").get<std::string>());
   if (request.contains("context")) return chat_template.render_with_variables(request["context"].dump());
-  return chat_template.render(messages_from_json(request.at("messages")), options_from_json(request.value("options", nlohmann::json::object())));
+  return chat_template.render(messages_from_json(request.at("messages")),
+                              options_from_json(request.value("options", nlohmann::json::object())));
 }
 
 }  // namespace
