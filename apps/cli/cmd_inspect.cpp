@@ -2,11 +2,10 @@
 // parameter count, dtype, shards) and whether its weights match its config. Exit code 1 when not.
 #include <cstdio>
 #include <iomanip>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "arg_parser.h"
 #include "commands.h"
@@ -95,7 +94,8 @@ void print_text(const Inspection& x) {
 
 void print_json(const Inspection& x) {
   const ModelConfig& c = x.config;
-  nlohmann::ordered_json out = {  // ordered: keys print in this order
+  nlohmann::ordered_json out = {
+      // ordered: keys print in this order
       {"model", x.dir},
       {"model_type", c.model_type},
       {"family", std::string(family_name(c.family))},

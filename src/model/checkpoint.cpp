@@ -19,9 +19,11 @@ constexpr const char* kSingleFile = "model.safetensors";
 
 std::vector<std::string> safetensors_in(const std::string& dir) {
   std::vector<std::string> paths;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.is_regular_file() && entry.path().extension() == ".safetensors") paths.push_back(entry.path());
+  std::error_code error;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    if (it->is_regular_file(error) && it->path().extension() == ".safetensors") paths.push_back(it->path());
   }
+  JET_CHECK(!error, "cannot list ", dir, ": ", error.message());
   std::sort(paths.begin(), paths.end());
   return paths;
 }
@@ -39,8 +41,8 @@ std::map<std::string, std::string> read_weight_map(const std::string& index_path
               json_type_name(shard));
     const auto& file = shard.get_ref<const std::string&>();
     // Shards live next to the index; a path could reach outside the model directory.
-    JET_CHECK(!file.empty() && file.find('/') == std::string::npos && file != "..", index_path,
-              ": weight_map entry '", tensor, "' names '", file, "', which is not a file name in the directory");
+    JET_CHECK(!file.empty() && file.find('/') == std::string::npos && file != "..", index_path, ": weight_map entry '",
+              tensor, "' names '", file, "', which is not a file name in the directory");
     out.emplace(tensor, file);
   }
   return out;

@@ -52,12 +52,19 @@ struct FixedKey {
 const std::vector<FixedKey>& fixed_keys(ModelFamily family) {
   static const std::vector<FixedKey> sdar = {
       {"attention_bias", false}, {"rope_scaling", nullptr}, {"use_sliding_window", false}, {"hidden_act", "silu"}};
-  static const std::vector<FixedKey> llada = {
-      {"block_type", "llama"},      {"activation_type", "silu"}, {"layer_norm_type", "rms"},
-      {"include_bias", false},      {"include_qkv_bias", false}, {"bias_for_layer_norm", false},
-      {"layer_norm_with_affine", true}, {"attention_layer_norm", false}, {"alibi", false},
-      {"rope", true},               {"scale_logits", false},     {"input_emb_norm", false},
-      {"multi_query_attention", false}};
+  static const std::vector<FixedKey> llada = {{"block_type", "llama"},
+                                              {"activation_type", "silu"},
+                                              {"layer_norm_type", "rms"},
+                                              {"include_bias", false},
+                                              {"include_qkv_bias", false},
+                                              {"bias_for_layer_norm", false},
+                                              {"layer_norm_with_affine", true},
+                                              {"attention_layer_norm", false},
+                                              {"alibi", false},
+                                              {"rope", true},
+                                              {"scale_logits", false},
+                                              {"input_emb_norm", false},
+                                              {"multi_query_attention", false}};
   return family == ModelFamily::LLADA ? llada : sdar;
 }
 
@@ -76,8 +83,8 @@ ModelFamily detect_family(const JsonObject& config, std::string* model_type) {
     for (const auto& f : kFamilies) {
       if (*model_type == f.model_type) return f.family;
     }
-    throw Error(str(config.source(), ": unsupported model_type '", *model_type, "' (supported: ", kSupportedModelTypes,
-                    ")"));
+    throw Error(
+        str(config.source(), ": unsupported model_type '", *model_type, "' (supported: ", kSupportedModelTypes, ")"));
   }
   JET_CHECK(config.has("architectures") && config.json().at("architectures").is_array(), config.source(),
             ": missing required key 'model_type' (and no 'architectures' list to infer it from)");
@@ -89,7 +96,8 @@ ModelFamily detect_family(const JsonObject& config, std::string* model_type) {
       }
     }
   }
-  throw Error(str(config.source(), ": no model_type, and architectures ", json_excerpt(config.json().at("architectures")),
+  throw Error(str(config.source(), ": no model_type, and architectures ",
+                  json_excerpt(config.json().at("architectures")),
                   " name no supported model (supported: ", kSupportedModelTypes, ")"));
 }
 

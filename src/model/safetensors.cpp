@@ -101,8 +101,8 @@ ParsedEntry parse_entry(const std::string& name, const Json& entry, const DataSe
   uint64_t numel = 1;
   for (const Json& dim_json : shape_json) {
     uint64_t dim = read_count(dim_json, where, "shape dimension");
-    JET_CHECK(!__builtin_mul_overflow(numel, dim, &numel) && numel <= static_cast<uint64_t>(INT64_MAX), where,
-              "shape ", json_excerpt(shape_json), " has too many elements");
+    JET_CHECK(!__builtin_mul_overflow(numel, dim, &numel) && numel <= static_cast<uint64_t>(INT64_MAX), where, "shape ",
+              json_excerpt(shape_json), " has too many elements");
     shape.push_back(static_cast<int64_t>(dim));
   }
 
@@ -112,13 +112,12 @@ ParsedEntry parse_entry(const std::string& name, const Json& entry, const DataSe
   uint64_t begin = read_count(offsets[0], where, "data_offsets begin");
   uint64_t end = read_count(offsets[1], where, "data_offsets end");
   JET_CHECK(begin <= end, where, "data_offsets begin ", begin, " > end ", end);
-  JET_CHECK(end <= data.size, where, "data_offsets end ", end, " lies beyond the data section (", data.size,
-            " bytes)");
+  JET_CHECK(end <= data.size, where, "data_offsets end ", end, " lies beyond the data section (", data.size, " bytes)");
 
   const size_t elem = dtype_size(dtype);
   uint64_t expected_bytes = 0;
-  JET_CHECK(!__builtin_mul_overflow(numel, elem, &expected_bytes), where, "byte size of shape ", json_excerpt(shape_json),
-            " overflows");
+  JET_CHECK(!__builtin_mul_overflow(numel, elem, &expected_bytes), where, "byte size of shape ",
+            json_excerpt(shape_json), " overflows");
   JET_CHECK(end - begin == expected_bytes, where, "holds ", end - begin, " bytes but ", dtype_text, " ",
             json_excerpt(shape_json), " needs ", expected_bytes);
   // Consumers read elements in place, so each tensor must start on an element boundary (the

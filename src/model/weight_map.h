@@ -20,13 +20,15 @@ struct ModelWeightNames {
 };
 
 // Tensors of one layer. An empty name means the family or this layer has no such tensor.
+// Shapes are [out, in]; q = heads * head_dim, kv = kv_heads * head_dim, inter = intermediate.
 struct LayerWeightNames {
-  std::string attn_norm;                       // [hidden], RMSNorm before attention
-  std::string q_proj, k_proj, v_proj, o_proj;  // [heads*head_dim | kv_heads*head_dim, hidden]; o: [hidden, heads*head_dim]
-  std::string q_norm, k_norm;                  // [head_dim], per-head qk-norm (SDAR families)
-  std::string mlp_norm;                        // [hidden], RMSNorm before the MLP
-  std::string gate_proj, up_proj, down_proj;   // dense SwiGLU MLP: [inter, hidden] x2, [hidden, inter]
-  std::string router;                          // [experts, hidden] (MoE layers)
+  std::string attn_norm;                      // [hidden], RMSNorm before attention
+  std::string q_proj, k_proj, v_proj;         // [q, hidden], [kv, hidden], [kv, hidden]
+  std::string o_proj;                         // [hidden, q]
+  std::string q_norm, k_norm;                 // [head_dim], per-head qk-norm (SDAR families)
+  std::string mlp_norm;                       // [hidden], RMSNorm before the MLP
+  std::string gate_proj, up_proj, down_proj;  // dense SwiGLU MLP: [inter, hidden] x2, [hidden, inter]
+  std::string router;                         // [experts, hidden] (MoE layers)
 };
 
 // One routed expert of a MoE layer: [moe_inter, hidden] x2, [hidden, moe_inter].

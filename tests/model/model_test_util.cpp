@@ -40,7 +40,8 @@ std::string safetensors_image(const std::vector<RawTensor>& tensors) {
   Json header = Json::object();
   std::string data;
   for (const RawTensor& t : tensors) {
-    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
+    header[t.name] = {
+        {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
     data += t.bytes;
   }
   std::string text = header.dump();
@@ -52,8 +53,8 @@ std::vector<RawTensor> read_raw_tensors(const std::string& path) {
   SafetensorsFile file(path);
   std::vector<RawTensor> out;
   for (const TensorInfo& t : file.tensors()) {
-    out.push_back({t.name, std::string(dtype_name(t.dtype)), t.shape,
-                   std::string(static_cast<const char*>(t.data), t.nbytes)});
+    out.push_back(
+        {t.name, std::string(dtype_name(t.dtype)), t.shape, std::string(static_cast<const char*>(t.data), t.nbytes)});
   }
   return out;
 }

@@ -8,10 +8,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <initializer_list>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 

@@ -104,8 +104,9 @@ TEST(Checkpoint, RejectsIndexNamingAMissingShard) {
 TEST(Checkpoint, RejectsIndexListingATensorItsShardLacks) {
   TempDir dir;
   write_two_shards(dir);
-  write_json(dir.file("model.safetensors.index.json"),
-             index_of({{"x", "a.safetensors"}, {"y", "a.safetensors"}, {"z", "b.safetensors"}, {"w", "b.safetensors"}}));
+  write_json(
+      dir.file("model.safetensors.index.json"),
+      index_of({{"x", "a.safetensors"}, {"y", "a.safetensors"}, {"z", "b.safetensors"}, {"w", "b.safetensors"}}));
   expect_error([&] { Checkpoint ckpt(dir.path()); },
                {"tensor 'w' is listed in shard 'b.safetensors' but that shard does not contain it"});
 }
@@ -130,8 +131,7 @@ TEST(Checkpoint, RejectsTensorInTwoShards) {
   TempDir dir;
   write_two_shards(dir);
   write_file(dir.file("c.safetensors"), safetensors_image({f32_tensor("y", 3)}));
-  expect_error([&] { Checkpoint ckpt(dir.path()); },
-               {"tensor 'y' is in two shards", "a.safetensors", "c.safetensors"});
+  expect_error([&] { Checkpoint ckpt(dir.path()); }, {"tensor 'y' is in two shards", "a.safetensors", "c.safetensors"});
 }
 
 TEST(Checkpoint, RejectsIndexWithoutWeightMap) {

@@ -198,7 +198,8 @@ TEST(ModelConfig, RejectsConfigThatIsNotJson) {
 TEST(ModelConfig, RejectsMissingRequiredKey) {
   expect_error([] { load(without(sdar_4b_config(), "hidden_size")); },
                {"config.json", "missing required key 'hidden_size'"});
-  expect_error([] { load(without(llada_8b_config(), "n_layers")); }, {"config.json", "missing required key 'n_layers'"});
+  expect_error([] { load(without(llada_8b_config(), "n_layers")); },
+               {"config.json", "missing required key 'n_layers'"});
 }
 
 TEST(ModelConfig, RejectsWrongTypedKey) {
@@ -233,8 +234,11 @@ TEST(ModelConfig, RejectsAttentionBias) {
 }
 
 TEST(ModelConfig, RejectsRopeScaling) {
-  expect_error([] { load(with(sdar_4b_config(), "rope_scaling", {{"type", "yarn"}, {"factor", 4}})); },
-               {"rope_scaling", "is not supported (only null)"});
+  expect_error(
+      [] {
+        load(with(sdar_4b_config(), "rope_scaling", {{"type", "yarn"}, {"factor", 4}}));
+      },
+      {"rope_scaling", "is not supported (only null)"});
 }
 
 TEST(ModelConfig, RejectsUnsupportedLladaFeature) {
@@ -273,8 +277,14 @@ TEST(ModelConfig, RejectsMaskTokenOutsideTheVocabulary) {
 }
 
 TEST(ModelConfig, RejectsBadStopTokensNamingGenerationConfig) {
-  expect_error([] { load(sdar_4b_config(), Json{{"eos_token_id", {151645, -1}}}); },
-               {"generation_config.json", "eos_token_id -1 is outside the vocabulary"});
-  expect_error([] { load(sdar_4b_config(), Json{{"eos_token_id", "<|im_end|>"}}); },
-               {"generation_config.json", "key 'eos_token_id' must be an integer or a list of integers, got string"});
+  expect_error(
+      [] {
+        load(sdar_4b_config(), Json{{"eos_token_id", {151645, -1}}});
+      },
+      {"generation_config.json", "eos_token_id -1 is outside the vocabulary"});
+  expect_error(
+      [] {
+        load(sdar_4b_config(), Json{{"eos_token_id", "<|im_end|>"}});
+      },
+      {"generation_config.json", "key 'eos_token_id' must be an integer or a list of integers, got string"});
 }

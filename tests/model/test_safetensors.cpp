@@ -56,9 +56,8 @@ TEST(Safetensors, ParsesTensorsAsViewsIntoTheBuffer) {
 }
 
 TEST(Safetensors, IgnoresMetadataAndAllowsGapsAndEmptyTensors) {
-  Json header = {{"__metadata__", {{"format", "pt"}}},
-                 {"x", entry("F16", {2}, 8, 12)},
-                 {"empty", entry("F32", {0, 4}, 12, 12)}};
+  Json header = {
+      {"__metadata__", {{"format", "pt"}}}, {"x", entry("F16", {2}, 8, 12)}, {"empty", entry("F32", {0, 4}, 12, 12)}};
   const auto tensors = parse(image(header, 16));
   ASSERT_EQ(tensors.size(), 2u);
   EXPECT_EQ(tensors[0].name, "empty");
@@ -129,8 +128,11 @@ TEST(Safetensors, RejectsOffsetsThatAreNotAPair) {
 
 TEST(Safetensors, RejectsUnsupportedDtypeListingTheSupportedOnes) {
   for (const char* dtype : {"F64", "I64", "U8", "F8_E4M3", "BOOL"}) {
-    expect_error([&] { parse(image({{"w", entry(dtype, {1}, 0, 8)}}, 8)); },
-                 {"tensor 'w'", str("unsupported dtype '", dtype, "'"), "supported: BF16, F16, F32, I32"});
+    expect_error(
+        [&] {
+          parse(image({{"w", entry(dtype, {1}, 0, 8)}}, 8));
+        },
+        {"tensor 'w'", str("unsupported dtype '", dtype, "'"), "supported: BF16, F16, F32, I32"});
   }
 }
 
@@ -148,19 +150,24 @@ TEST(Safetensors, RejectsOffsetsBeginAfterEnd) {
 }
 
 TEST(Safetensors, RejectsOffsetsBeyondTheDataSection) {
-  expect_error([] { parse(image({{"w", entry("F32", {4}, 0, 16)}}, 12)); },
-               {kSource, "tensor 'w'", "end 16 lies beyond the data section (12 bytes)"});
+  expect_error(
+      [] {
+        parse(image({{"w", entry("F32", {4}, 0, 16)}}, 12));
+      },
+      {kSource, "tensor 'w'", "end 16 lies beyond the data section (12 bytes)"});
 }
 
 TEST(Safetensors, RejectsByteLengthThatDoesNotMatchShapeAndDtype) {
-  expect_error([] { parse(image({{"w", entry("F32", {3}, 0, 8)}}, 8)); },
-               {"tensor 'w'", "holds 8 bytes but F32 [3] needs 12"});
+  expect_error(
+      [] {
+        parse(image({{"w", entry("F32", {3}, 0, 8)}}, 8));
+      },
+      {"tensor 'w'", "holds 8 bytes but F32 [3] needs 12"});
 }
 
 TEST(Safetensors, RejectsShapeWhoseElementCountOverflows) {
   const int64_t big = int64_t{1} << 40;
-  expect_error([&] { parse(image({{"w", entry("F32", {big, big}, 0, 8)}}, 8)); },
-               {"tensor 'w'", "too many elements"});
+  expect_error([&] { parse(image({{"w", entry("F32", {big, big}, 0, 8)}}, 8)); }, {"tensor 'w'", "too many elements"});
 }
 
 TEST(Safetensors, RejectsShapeWhoseByteSizeOverflows) {
@@ -175,8 +182,11 @@ TEST(Safetensors, RejectsOverlappingTensors) {
 
 TEST(Safetensors, RejectsTensorMisalignedToItsElementSize) {
   // The data section starts at an 8-byte boundary; offset 2 breaks F32.
-  expect_error([] { parse(image({{"w", entry("F32", {1}, 2, 6)}}, 8)); },
-               {"tensor 'w'", "not aligned to its 4-byte elements"});
+  expect_error(
+      [] {
+        parse(image({{"w", entry("F32", {1}, 2, 6)}}, 8));
+      },
+      {"tensor 'w'", "not aligned to its 4-byte elements"});
 }
 
 TEST(Safetensors, RejectsDuplicateTensorNames) {
@@ -186,8 +196,11 @@ TEST(Safetensors, RejectsDuplicateTensorNames) {
 }
 
 TEST(Safetensors, RejectsNonStringMetadata) {
-  expect_error([] { parse(image({{"__metadata__", {{"step", 5}}}}, 0)); },
-               {kSource, "__metadata__ value 'step' must be a string"});
+  expect_error(
+      [] {
+        parse(image({{"__metadata__", {{"step", 5}}}}, 0));
+      },
+      {kSource, "__metadata__ value 'step' must be a string"});
 }
 
 TEST(Safetensors, RejectsDeeplyNestedHeader) {

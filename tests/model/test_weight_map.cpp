@@ -177,9 +177,8 @@ TEST(WeightMap, ReportsWrongShape) {
 
 TEST(WeightMap, ReportsNonFloatDtype) {
   EditedModel m;
-  ASSERT_NO_FATAL_FAILURE(make_edited(m, "sdar", "--dtype f32", [](auto& tensors) {
-    find(tensors, "model.norm.weight").dtype = "I32";
-  }));
+  ASSERT_NO_FATAL_FAILURE(
+      make_edited(m, "sdar", "--dtype f32", [](auto& tensors) { find(tensors, "model.norm.weight").dtype = "I32"; }));
   const WeightReport report = validate_weights(m.config, Checkpoint(m.dir.path()));
   ASSERT_EQ(report.problems.size(), 1u);
   EXPECT_EQ(report.problems[0], "tensor 'model.norm.weight' has dtype I32, expected a float dtype (BF16, F16 or F32)");
