@@ -118,11 +118,11 @@ TEST(BadTokenizerFile, UnsupportedComponents) {
 
 TEST(BadTokenizerFile, AddedTokens) {
   json spec = tiny_tokenizer_json();
-  spec["added_tokens"] = {{{"id", 97}, {"content", "<x>"}, {"special", true}}};
+  spec["added_tokens"] = json::array({{{"id", 97}, {"content", "<x>"}, {"special", true}}});
   EXPECT_MESSAGE_HAS(load_error(spec), "added_tokens[0]: id 97 is given to both 'a' and '<x>'");
-  spec["added_tokens"] = {{{"id", 300}, {"content", ""}, {"special", true}}};
+  spec["added_tokens"] = json::array({{{"id", 300}, {"content", ""}, {"special", true}}});
   EXPECT_MESSAGE_HAS(load_error(spec), "empty content");
-  spec["added_tokens"] = {{{"id", 300}, {"special", true}}};
+  spec["added_tokens"] = json::array({{{"id", 300}, {"special", true}}});
   EXPECT_MESSAGE_HAS(load_error(spec), "added_tokens[0].content is missing");
 }
 

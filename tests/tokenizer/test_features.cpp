@@ -59,7 +59,7 @@ TEST(BpeMerges, IgnoreMergesTakesWholeVocabularyTokens) {
 TEST(ByteLevelPreTokenizer, AddPrefixSpaceToEverySegment) {
   json spec = tiny_tokenizer_json();
   spec["pre_tokenizer"]["add_prefix_space"] = true;
-  spec["added_tokens"] = {added_token(300, "<x>")};
+  spec["added_tokens"] = json::array({added_token(300, "<x>")});
   spec["model"]["vocab"]["<x>"] = 300;
   const Tokenizer t = load(spec);
   EXPECT_EQ(t.encode("hi"), byte_ids(" hi"));
@@ -93,12 +93,12 @@ json template_processing() {
                       {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
                       {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}}},
           {"pair", json::array()},
-          {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {300}}, {"tokens", {"<s>"}}}},
-                              {"</s>", {{"id", "</s>"}, {"ids", {301}}, {"tokens", {"</s>"}}}}}}};
+          {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", json::array({300})}, {"tokens", json::array({"<s>"})}}},
+                              {"</s>", {{"id", "</s>"}, {"ids", json::array({301})}, {"tokens", json::array({"</s>"})}}}}}};
 }
 
 json with_bos_eos(json spec) {
-  spec["added_tokens"] = {added_token(300, "<s>", true), added_token(301, "</s>", true)};
+  spec["added_tokens"] = json::array({added_token(300, "<s>", true), added_token(301, "</s>", true)});
   return spec;
 }
 
@@ -122,7 +122,7 @@ TEST(PostProcessor, SequenceAsInLlama3) {
 
 TEST(AddedTokens, LeftmostLongestMatch) {
   json spec = tiny_tokenizer_json();
-  spec["added_tokens"] = {added_token(300, "<a>"), added_token(301, "<a><b>"), added_token(302, "b>")};
+  spec["added_tokens"] = json::array({added_token(300, "<a>"), added_token(301, "<a><b>"), added_token(302, "b>")});
   const Tokenizer t = load(spec);
   EXPECT_EQ(t.encode("x<a><b>y"), (Ids{120, 301, 121}));
   EXPECT_EQ(t.encode("<a><c>"), (Ids{300, 60, 99, 62}));
@@ -132,7 +132,7 @@ TEST(AddedTokens, LeftmostLongestMatch) {
 
 TEST(AddedTokens, LstripAndRstripTakeTheWhiteSpaceAround) {
   json spec = tiny_tokenizer_json();
-  spec["added_tokens"] = {added_token(300, "<l>"), added_token(301, "<r>")};
+  spec["added_tokens"] = json::array({added_token(300, "<l>"), added_token(301, "<r>")});
   spec["added_tokens"][0]["lstrip"] = true;
   spec["added_tokens"][1]["rstrip"] = true;
   const Tokenizer t = load(spec);
@@ -142,7 +142,7 @@ TEST(AddedTokens, LstripAndRstripTakeTheWhiteSpaceAround) {
 
 TEST(AddedTokens, SingleWordOnlyMatchesWholeWords) {
   json spec = tiny_tokenizer_json();
-  spec["added_tokens"] = {added_token(300, "ab")};
+  spec["added_tokens"] = json::array({added_token(300, "ab")});
   spec["added_tokens"][0]["single_word"] = true;
   const Tokenizer t = load(spec);
   EXPECT_EQ(t.encode("ab cd"), (Ids{300, 32, 99, 100}));
@@ -154,7 +154,7 @@ TEST(AddedTokens, SingleWordOnlyMatchesWholeWords) {
 TEST(AddedTokens, NormalizedTokensMatchNormalizedText) {
   json spec = tiny_tokenizer_json();
   spec["normalizer"] = {{"type", "NFC"}};
-  spec["added_tokens"] = {added_token(300, "\u01D8")};  // u with diaeresis and acute, precomposed
+  spec["added_tokens"] = json::array({added_token(300, "\u01D8")});  // u with diaeresis and acute, precomposed
   spec["added_tokens"][0]["normalized"] = true;
   EXPECT_EQ(load(spec).encode("u\u0308\u0301!"), (Ids{300, 33}));
   spec["added_tokens"][0]["normalized"] = false;  // the raw, decomposed text does not contain it
@@ -188,7 +188,7 @@ TEST(Normalizers, FormsAndSequences) {
 
 TEST(TokenizerConfig, AddsMissingTokensAndNamesSpecialIds) {
   json spec = tiny_tokenizer_json();
-  spec["added_tokens"] = {added_token(300, "<|endoftext|>", true)};
+  spec["added_tokens"] = json::array({added_token(300, "<|endoftext|>", true)});
   const json config = {
       {"added_tokens_decoder",
        {{"300", {{"content", "<|endoftext|>"}, {"special", true}}},
