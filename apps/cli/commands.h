@@ -11,5 +11,6 @@ using Args = std::vector<std::string>;
 int cmd_tokenize(const Args& args);    // cmd_tokenize.cpp
 int cmd_detokenize(const Args& args);  // cmd_tokenize.cpp
 int cmd_inspect(const Args& args);     // cmd_inspect.cpp
+int cmd_generate(const Args& args);    // cmd_generate.cpp
 
 }  // namespace jet::cli

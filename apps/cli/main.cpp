@@ -14,6 +14,7 @@ constexpr const char* kUsage =
     "  tokenize   --model DIR [--jsonl]   text on stdin -> token ids (JSON)\n"
     "  detokenize --model DIR [--jsonl] [--skip-special-tokens]   ids (JSON) on stdin -> text\n"
     "  inspect    --model DIR             config summary, parameter count, validation\n"
+    "  generate   --model DIR (--prompt TEXT | --prompts FILE) [--chat] [--json] [sampling flags]\n"
     "run 'jetengine <verb> --help' for the options of a verb\n";
 
 }  // namespace
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
       {"tokenize", jet::cli::cmd_tokenize},
       {"detokenize", jet::cli::cmd_detokenize},
       {"inspect", jet::cli::cmd_inspect},
+      {"generate", jet::cli::cmd_generate},
   };
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);

@@ -1,0 +1,115 @@
+// JetEngine's public C++ API: build an Engine from a HuggingFace model folder, then generate.
+// Semantics of decoding, sampling and outputs: docs/decoding.md.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "jet/chat.h"
+#include "jet/tokenizer.h"
+
+namespace jet {
+
+// Engine-wide settings (the original JetEngine's Config fields where they apply).
+struct EngineOptions {
+  std::string model;              // HF folder: config.json, *.safetensors, tokenizer.json
+  std::string device = "auto";    // "cpu", "cuda" or "auto"
+  int32_t mask_token_id = -1;     // -1: the model's (config.json, else the family default)
+  int block_length = 0;           // 0: the model's training block size
+  int max_num_seqs = 512;         // sequences denoised together at most
+  int max_model_len = 4096;       // prompt + completion tokens of one sequence at most
+  int kvcache_page_size = 256;    // tokens per KV-cache page; a multiple of block_length
+  int64_t num_kvcache_pages = -1; // -1: as many as kv_cache_memory_bytes allows
+  int64_t kv_cache_memory_bytes = 0;  // 0: the backend's default budget
+  bool enable_prefix_caching = true;  // share KV pages of identical prompt prefixes (SDAR only)
+  int num_threads = 0;            // CPU threads; 0 = all cores
+  bool profile_ops = false;       // time every backend op (slower; see Engine::op_seconds)
+};
+
+// Per-request sampling settings (the original's SamplingParams; see docs/decoding.md §3-5).
+struct SamplingParams {
+  double temperature = 1.0;       // 0 = greedy
+  int top_k = 0;                  // <= 0: off
+  double top_p = 1.0;             // 1: off
+  double repetition_penalty = 1.0;
+  int max_tokens = 64;            // completion tokens at most (exact)
+  bool ignore_eos = false;        // do not stop at the model's EOS tokens
+  std::vector<int32_t> stop_token_ids;
+  int block_length = 0;           // 0: the engine's; otherwise must equal it
+  int denoising_steps = 4;        // S, 1 <= S <= block_length
+  std::string remasking_strategy = "low_confidence_static";
+  double dynamic_threshold = 0.9;
+  double dynamic_factor = 1.0;
+  double eb_threshold = 0.35;
+  std::optional<uint64_t> seed;   // reproducible output, independent of the batch
+};
+
+// A prompt is text (tokenized without special-token additions) or token ids.
+using Prompt = std::variant<std::string, std::vector<int32_t>>;
+
+struct GenerationOutput {
+  std::string text;                  // decode(token_ids), special tokens kept
+  std::vector<int32_t> token_ids;    // prompt + completion
+  std::vector<int32_t> trajectory;   // per completion token: 1-based denoise step it was unmasked at
+  std::vector<float> logprobs;       // per completion token
+  std::vector<float> entropies;      // per completion token
+  std::vector<int32_t> completion_ids;
+  std::string completion_text;       // special tokens skipped
+  std::string finish_reason;         // "stop" or "length"
+  int num_forwards = 0;              // prefill + denoise + save forwards of this sequence
+  int prompt_len = 0;
+};
+
+// Progress of a generate call: prompts done, total, completion tokens produced so far.
+using ProgressFn = std::function<void(size_t done, size_t total, size_t completion_tokens)>;
+// Called once per finished prompt with its index in the submitted list (streaming).
+using OutputFn = std::function<void(size_t index, GenerationOutput&& output)>;
+
+// What the loaded model is, for summaries.
+struct ModelSummary {
+  std::string model_type;
+  int num_layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
+  int block_length = 0;
+  int32_t mask_token_id = 0;
+  std::vector<int32_t> eos_token_ids;
+  int64_t kv_pages = 0, kv_page_size = 0;
+  std::string device;
+};
+
+class Engine {
+ public:
+  explicit Engine(const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // One SamplingParams for all prompts, or one per prompt. Outputs in submission order.
+  // Invalid arguments throw jet::Error before any work starts; the engine stays usable.
+  std::vector<GenerationOutput> generate(const std::vector<Prompt>& prompts,
+                                         const std::vector<SamplingParams>& params,
+                                         const ProgressFn& progress = {});
+  // Continuous batching with at most max_active prompts in flight (<= 0: max_num_seqs);
+  // on_output is called as each prompt finishes (in any order, with its index).
+  void generate_streaming(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
+                          int max_active, const OutputFn& on_output, const ProgressFn& progress = {});
+
+  const Tokenizer& tokenizer() const;
+  std::string apply_chat_template(const std::vector<ChatMessage>& messages,
+                                  const ChatTemplateOptions& options = {}) const;
+  const ModelSummary& summary() const;
+  // Seconds spent in each backend op since construction (empty unless options.profile_ops).
+  std::map<std::string, double> op_seconds() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace jet

@@ -1,0 +1,75 @@
+// Forwards every op to the wrapped backend and times it.
+#include "backend/profiling_backend.h"
+
+#include <chrono>
+
+namespace jet {
+
+namespace {
+
+class ProfilingBackend final : public Backend {
+ public:
+  ProfilingBackend(std::unique_ptr<Backend> inner, std::shared_ptr<OpProfile> profile)
+      : inner_(std::move(inner)), profile_(std::move(profile)) {}
+
+  std::string name() const override { return inner_->name(); }
+  DType compute_dtype() const override { return inner_->compute_dtype(); }
+  Buffer alloc(size_t bytes) override { return inner_->alloc(bytes); }
+  void upload(void* dst, const void* src, size_t bytes) override { inner_->upload(dst, src, bytes); }
+  void download(void* dst, const void* src, size_t bytes) override { inner_->download(dst, src, bytes); }
+  void synchronize() override { inner_->synchronize(); }
+  size_t default_kv_budget_bytes() const override { return inner_->default_kv_budget_bytes(); }
+
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override {
+    timed("embedding", [&] { inner_->embedding(ids, table, out); });
+  }
+  void matmul(const Tensor& x, const Tensor& w, Tensor& out) override {
+    timed("matmul", [&] { inner_->matmul(x, w, out); });
+  }
+  void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override {
+    timed("rmsnorm", [&] { inner_->rmsnorm(x, w, eps, out); });
+  }
+  void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) override {
+    timed("add_rmsnorm", [&] { inner_->add_rmsnorm(residual, x, w, eps, out); });
+  }
+  void qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const ForwardBatch& batch,
+                    float rope_theta, int nh, int nkv, int hd) override {
+    timed("qk_norm_rope", [&] { inner_->qk_norm_rope(qkv, q_norm, k_norm, eps, batch, rope_theta, nh, nkv, hd); });
+  }
+  void attention(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int page_size, const ForwardBatch& batch,
+                 int nh, int nkv, int hd, Tensor& out) override {
+    timed("attention", [&] { inner_->attention(qkv, k_cache, v_cache, page_size, batch, nh, nkv, hd, out); });
+  }
+  void swiglu(const Tensor& gate_up, Tensor& out) override {
+    timed("swiglu", [&] { inner_->swiglu(gate_up, out); });
+  }
+  void moe(const Tensor& x, const MoeWeights& w, Tensor& out) override {
+    timed("moe", [&] { inner_->moe(x, w, out); });
+  }
+  void gather_block_tokens(const DecodeState& st, const Tensor& slots, Tensor& ids) override {
+    timed("gather_block_tokens", [&] { inner_->gather_block_tokens(st, slots, ids); });
+  }
+  void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) override {
+    timed("denoise_step", [&] { inner_->denoise_step(logits, rows, num_rows, st); });
+  }
+
+ private:
+  template <typename F>
+  void timed(const char* op, F&& run) {
+    const auto start = std::chrono::steady_clock::now();
+    run();
+    inner_->synchronize();
+    (*profile_)[op] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  std::unique_ptr<Backend> inner_;
+  std::shared_ptr<OpProfile> profile_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_profiling_backend(std::unique_ptr<Backend> inner, std::shared_ptr<OpProfile> profile) {
+  return std::make_unique<ProfilingBackend>(std::move(inner), std::move(profile));
+}
+
+}  // namespace jet

@@ -1,0 +1,357 @@
+// Engine: loads model + tokenizer, validates requests, and runs the decode loop (one
+// implementation for every backend): schedule -> prefill -> denoise/save forward -> commit.
+#include "jet/engine.h"
+
+#include <algorithm>
+#include <deque>
+#include <random>
+
+#include "backend/backend.h"
+#include "backend/profiling_backend.h"
+#include "core/log.h"
+#include "engine/model_runner.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "model/model.h"
+
+namespace jet {
+
+struct Engine::Impl {
+  EngineOptions options;
+  std::shared_ptr<OpProfile> op_profile = std::make_shared<OpProfile>();
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Model> model;
+  Tokenizer tokenizer;
+  std::optional<ChatTemplate> chat_template;
+  std::unique_ptr<ModelRunner> runner;
+  std::unique_ptr<Scheduler> scheduler;
+  ModelSummary summary;
+  RequestLimits limits;
+  int block_length = 0;
+  std::mt19937_64 seed_source{std::random_device{}()};
+  size_t num_preemptions = 0;  // in the current generate call
+
+  explicit Impl(const EngineOptions& opts);
+
+  std::vector<int32_t> encode_prompt(const Prompt& prompt) const;
+  void check_fits(const Sequence& seq) const;
+  std::vector<Sequence> make_sequences(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params);
+  // Runs until every sequence in `pending` (in order) has been submitted and finished, never
+  // holding more than max_active of them in the engine.
+  void run(std::vector<Sequence>& seqs, int max_active, const OutputFn& on_output, const ProgressFn& progress);
+  void start_block(Sequence& seq, std::vector<int32_t> tokens);
+  void step(std::vector<Sequence*>& finished);
+  bool commit(Sequence& seq);  // true when the sequence finished
+  GenerationOutput make_output(const Sequence& seq) const;
+};
+
+Engine::Impl::Impl(const EngineOptions& opts) : options(opts), tokenizer(Tokenizer::from_dir(opts.model)) {
+  JET_CHECK(options.max_num_seqs >= 1, "max_num_seqs must be >= 1, got ", options.max_num_seqs);
+  JET_CHECK(options.max_model_len >= 1, "max_model_len must be >= 1, got ", options.max_model_len);
+  JET_CHECK(options.kvcache_page_size >= 1, "kvcache_page_size must be >= 1, got ", options.kvcache_page_size);
+  backend = make_backend(options.device, options.num_threads);
+  if (options.profile_ops) backend = make_profiling_backend(std::move(backend), op_profile);
+  model = load_model(options.model, *backend);
+  const ModelConfig& c = model->config();
+
+  block_length = options.block_length > 0 ? options.block_length : c.block_size;
+  JET_CHECK(options.block_length >= 0, "block_length must be >= 1 (or 0 for the model's), got ",
+            options.block_length);
+  if (block_length != c.block_size) {
+    log_warn("block_length ", block_length, " differs from the block size the model was trained with (",
+             c.block_size, "); quality may suffer");
+  }
+  JET_CHECK(options.kvcache_page_size % block_length == 0, "kvcache_page_size ", options.kvcache_page_size,
+            " must be a multiple of block_length ", block_length);
+  const int32_t mask_id = options.mask_token_id >= 0 ? options.mask_token_id : c.mask_token_id;
+  JET_CHECK(mask_id >= 0 && mask_id < c.vocab, "mask_token_id ", mask_id, " is outside the vocabulary [0, ",
+            c.vocab, ")");
+  if (options.max_model_len > c.max_positions) {
+    log_warn("max_model_len ", options.max_model_len, " exceeds the model's max_position_embeddings ",
+             c.max_positions, "; using ", c.max_positions);
+    options.max_model_len = c.max_positions;
+  }
+
+  const int page_size = options.kvcache_page_size;
+  const size_t bytes_per_page = size_t{2} * c.layers * page_size * c.kv_heads * c.head_dim *
+                                dtype_size(backend->compute_dtype());
+  int64_t pages = options.num_kvcache_pages;
+  if (pages <= 0) {
+    const size_t budget =
+        options.kv_cache_memory_bytes > 0 ? size_t(options.kv_cache_memory_bytes) : backend->default_kv_budget_bytes();
+    // Never more than every slot at full length needs.
+    const int64_t useful = int64_t{options.max_num_seqs} * ((options.max_model_len + page_size - 1) / page_size);
+    pages = std::min<int64_t>(static_cast<int64_t>(budget / bytes_per_page), useful);
+  }
+  JET_CHECK(pages >= 1, "the KV-cache budget holds no page of ", bytes_per_page,
+            " bytes; raise kv_cache_memory_bytes or lower kvcache_page_size");
+  runner = std::make_unique<ModelRunner>(*model, block_length, options.max_num_seqs, static_cast<int>(pages), page_size);
+  SchedulerLimits sl;
+  sl.max_num_seqs = options.max_num_seqs;
+  sl.block_length = block_length;
+  sl.prefix_caching = options.enable_prefix_caching && c.block_causal;
+  scheduler = std::make_unique<Scheduler>(sl, static_cast<int>(pages), page_size);
+  log_info("KV cache: ", pages, " pages of ", page_size, " tokens (", pages * page_size, " tokens, ",
+           double(pages) * bytes_per_page / (1 << 20), " MiB) on ", backend->name());
+
+  limits.block_length = block_length;
+  limits.vocab = c.vocab;
+  limits.mask_id = mask_id;
+  limits.eos_ids.assign(c.eos_token_ids.begin(), c.eos_token_ids.end());
+
+  try {
+    chat_template = ChatTemplate::from_tokenizer_config(options.model + "/tokenizer_config.json");
+  } catch (const Error& e) {
+    log_debug("no chat template: ", e.what());
+  }
+
+  summary.model_type = c.model_type;
+  summary.num_layers = c.layers;
+  summary.hidden = c.hidden;
+  summary.heads = c.heads;
+  summary.kv_heads = c.kv_heads;
+  summary.head_dim = c.head_dim;
+  summary.vocab = c.vocab;
+  summary.block_length = block_length;
+  summary.mask_token_id = mask_id;
+  summary.eos_token_ids = limits.eos_ids;
+  summary.kv_pages = pages;
+  summary.kv_page_size = page_size;
+  summary.device = backend->name();
+}
+
+std::vector<int32_t> Engine::Impl::encode_prompt(const Prompt& prompt) const {
+  const auto* text = std::get_if<std::string>(&prompt);
+  std::vector<int32_t> ids = text ? tokenizer.encode(*text) : std::get<std::vector<int32_t>>(prompt);
+  for (int32_t id : ids) {
+    JET_CHECK(id >= 0 && id < limits.vocab, "prompt token id ", id, " is outside the vocabulary [0, ", limits.vocab,
+              ")");
+    // A mask in the prompt would be denoised as if it were part of the completion.
+    JET_CHECK(id != limits.mask_id, "the prompt contains the mask token (id ", id, "); prompts cannot hold masks");
+  }
+  return ids;
+}
+
+void Engine::Impl::check_fits(const Sequence& seq) const {
+  const int B = block_length;
+  const int P = seq.prompt_len();
+  JET_CHECK(P >= 1, "prompt ", seq.index, " is empty");
+  JET_CHECK(P <= options.max_model_len, "prompt ", seq.index, " has ", P, " tokens, more than max_model_len ",
+            options.max_model_len);
+  const int prefill = seq.num_prefill(B);
+  JET_CHECK(prefill + B <= options.max_model_len, "prompt ", seq.index, " has ", P,
+            " tokens: with block_length ", B, " its first block would end at ", prefill + B,
+            ", past max_model_len ", options.max_model_len);
+  // The longest this sequence can get; it must fit in the cache alone, so preemption always
+  // leaves the oldest sequence able to finish.
+  const int tail = P - prefill;
+  const int wanted = prefill + (tail + seq.request.max_tokens + B - 1) / B * B;
+  const int allowed = prefill + (options.max_model_len - prefill) / B * B;
+  const int longest = std::min(wanted, allowed);
+  JET_CHECK(scheduler->pages_for(longest) <= scheduler->total_pages(), "prompt ", seq.index, " may grow to ", longest,
+            " tokens, more than the whole KV cache holds (", scheduler->total_pages(), " pages of ",
+            options.kvcache_page_size, "); lower max_tokens or give the cache more memory");
+}
+
+std::vector<Sequence> Engine::Impl::make_sequences(const std::vector<Prompt>& prompts,
+                                                   const std::vector<SamplingParams>& params) {
+  JET_CHECK(!prompts.empty(), "the prompt list is empty");
+  JET_CHECK(params.size() == 1 || params.size() == prompts.size(), "got ", params.size(),
+            " sampling params for ", prompts.size(), " prompts: give one, or one per prompt");
+  std::vector<Sequence> seqs(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Sequence& s = seqs[i];
+    s.index = i;
+    try {
+      s.prompt = encode_prompt(prompts[i]);
+      s.request = resolve_request(params.size() == 1 ? params[0] : params[i], limits, seed_source());
+    } catch (const Error& e) {
+      throw Error(str("prompt ", i, ": ", e.what()));
+    }
+    check_fits(s);
+  }
+  return seqs;
+}
+
+void Engine::Impl::start_block(Sequence& seq, std::vector<int32_t> tokens) {
+  tokens.resize(block_length, limits.mask_id);
+  backend->start_block(runner->state(), seq.slot, tokens, limits.mask_id);
+  seq.step_in_block = 0;
+  seq.status = SeqStatus::Denoising;
+}
+
+void Engine::Impl::step(std::vector<Sequence*>& finished) {
+  for (Sequence* seq : scheduler->schedule()) {
+    DecodeState& st = runner->state();
+    backend->set_slot_params(st, seq->slot, seq->request.slot);
+    if (seq->request.slot.repetition_penalty != 1.0f) {
+      backend->clear_seen(st, seq->slot);
+      backend->mark_seen(st, seq->slot, seq->prompt);
+    }
+    start_block(*seq, std::vector<int32_t>(seq->prompt.begin() + seq->num_prefill(block_length), seq->prompt.end()));
+    // The prefill counts as one forward even when the prefix cache spared it: num_forwards
+    // describes the decode, not the cache's luck.
+    seq->num_forwards = seq->num_prefill(block_length) > 0 ? 1 : 0;
+  }
+  num_preemptions += scheduler->take_preempted().size();
+
+  std::vector<Sequence*> to_prefill, denoising, saving;
+  for (Sequence* seq : scheduler->running()) {
+    if (seq->needs_prefill) to_prefill.push_back(seq);
+    (seq->status == SeqStatus::Saving ? saving : denoising).push_back(seq);
+  }
+  runner->prefill(to_prefill);
+  for (Sequence* seq : to_prefill) {
+    seq->needs_prefill = false;
+    scheduler->publish_prompt(*seq);
+  }
+  if (denoising.empty() && saving.empty()) return;
+
+  std::vector<int32_t> masks_left = runner->denoise(denoising, saving);
+  for (size_t i = 0; i < denoising.size(); ++i) {
+    Sequence& seq = *denoising[i];
+    ++seq.step_in_block;
+    ++seq.global_step;
+    ++seq.num_forwards;
+    JET_ASSERT(masks_left[i] == 0 || seq.step_in_block < seq.request.denoising_steps,
+               "the last step must commit every mask");
+    if (masks_left[i] == 0) {
+      seq.status = SeqStatus::Saving;
+      seq.finished_block = runner->read_block(seq.slot);
+    }
+  }
+  for (Sequence* seq : saving) {
+    ++seq->num_forwards;
+    if (commit(*seq)) {
+      scheduler->finish(seq);
+      finished.push_back(seq);
+    }
+  }
+}
+
+bool Engine::Impl::commit(Sequence& seq) {
+  const BlockRecord& block = seq.finished_block;
+  const int P = seq.prompt_len();
+  const Request& req = seq.request;
+  std::vector<int32_t> new_tokens;
+  bool stopped = false;
+  for (int j = 0; j < block_length && !stopped; ++j) {
+    if (seq.block_start + j < P) continue;  // the prompt's tail shares the first block
+    const int32_t tok = block.tokens[j];
+    seq.completion.push_back(tok);
+    seq.trajectory.push_back(block.trajectory[j]);
+    seq.logprobs.push_back(block.logprobs[j]);
+    seq.entropies.push_back(block.entropies[j]);
+    new_tokens.push_back(tok);
+    stopped = std::binary_search(req.stop_ids.begin(), req.stop_ids.end(), tok);
+  }
+  seq.block_start += block_length;
+  if (static_cast<int>(seq.completion.size()) >= req.max_tokens) {
+    const bool cut = static_cast<int>(seq.completion.size()) > req.max_tokens;
+    seq.completion.resize(req.max_tokens);
+    seq.trajectory.resize(req.max_tokens);
+    seq.logprobs.resize(req.max_tokens);
+    seq.entropies.resize(req.max_tokens);
+    seq.finish_reason = stopped && !cut ? "stop" : "length";
+  } else if (stopped) {
+    seq.finish_reason = "stop";
+  } else if (seq.block_start + block_length > options.max_model_len) {
+    seq.finish_reason = "length";
+  }
+  if (!seq.finish_reason.empty()) {
+    seq.status = SeqStatus::Finished;
+    return true;
+  }
+  if (req.slot.repetition_penalty != 1.0f) backend->mark_seen(runner->state(), seq.slot, new_tokens);
+  start_block(seq, {});
+  return false;
+}
+
+GenerationOutput Engine::Impl::make_output(const Sequence& seq) const {
+  GenerationOutput out;
+  out.token_ids = seq.prompt;
+  out.token_ids.insert(out.token_ids.end(), seq.completion.begin(), seq.completion.end());
+  out.text = tokenizer.decode(out.token_ids);
+  out.trajectory = seq.trajectory;
+  out.logprobs = seq.logprobs;
+  out.entropies = seq.entropies;
+  out.completion_ids = seq.completion;
+  out.completion_text = tokenizer.decode(seq.completion, /*skip_special_tokens=*/true);
+  out.finish_reason = seq.finish_reason;
+  out.num_forwards = seq.num_forwards;
+  out.prompt_len = seq.prompt_len();
+  return out;
+}
+
+void Engine::Impl::run(std::vector<Sequence>& seqs, int max_active, const OutputFn& on_output,
+                       const ProgressFn& progress) {
+  const size_t limit = max_active > 0 ? static_cast<size_t>(max_active) : seqs.size();
+  size_t submitted = 0, done = 0, in_flight = 0, tokens = 0;
+  std::vector<Sequence*> finished;
+  // Whatever stops the loop early (an interrupt from a callback, an out-of-memory error), the
+  // engine must come out empty and usable for the next call.
+  struct DrainOnExit {
+    Scheduler& scheduler;
+    ~DrainOnExit() { scheduler.abort_all(); }
+  } drain{*scheduler};
+  num_preemptions = 0;
+  while (done < seqs.size()) {
+    while (submitted < seqs.size() && in_flight < limit) {
+      scheduler->add(&seqs[submitted++]);
+      ++in_flight;
+    }
+    finished.clear();
+    step(finished);
+    for (Sequence* seq : finished) {
+      --in_flight;
+      ++done;
+      tokens += seq->completion.size();
+      on_output(seq->index, make_output(*seq));
+    }
+    if (progress && !finished.empty()) progress(done, seqs.size(), tokens);
+  }
+  if (num_preemptions > 0) {
+    log_warn(num_preemptions, " preemptions: the KV cache could not hold every running sequence, so some were ",
+             "restarted (same outputs, lost work); give the cache more memory or lower max_num_seqs");
+  }
+}
+
+Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+Engine::~Engine() = default;
+
+std::vector<GenerationOutput> Engine::generate(const std::vector<Prompt>& prompts,
+                                               const std::vector<SamplingParams>& params,
+                                               const ProgressFn& progress) {
+  std::vector<Sequence> seqs = impl_->make_sequences(prompts, params);
+  std::vector<GenerationOutput> outputs(seqs.size());
+  impl_->run(seqs, 0, [&](size_t i, GenerationOutput&& out) { outputs[i] = std::move(out); }, progress);
+  return outputs;
+}
+
+void Engine::generate_streaming(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
+                                int max_active, const OutputFn& on_output, const ProgressFn& progress) {
+  std::vector<Sequence> seqs = impl_->make_sequences(prompts, params);
+  impl_->run(seqs, max_active > 0 ? max_active : impl_->options.max_num_seqs, on_output, progress);
+}
+
+const Tokenizer& Engine::tokenizer() const { return impl_->tokenizer; }
+
+std::string Engine::apply_chat_template(const std::vector<ChatMessage>& messages,
+                                        const ChatTemplateOptions& options) const {
+  JET_CHECK(impl_->chat_template, "the model folder ", impl_->options.model,
+            " has no chat template (tokenizer_config.json 'chat_template')");
+  ChatTemplateOptions opts = options;
+  if (opts.bos_token.empty() && impl_->tokenizer.bos_id() >= 0) {
+    opts.bos_token = impl_->tokenizer.id_to_token(impl_->tokenizer.bos_id());
+  }
+  if (opts.eos_token.empty() && impl_->tokenizer.eos_id() >= 0) {
+    opts.eos_token = impl_->tokenizer.id_to_token(impl_->tokenizer.eos_id());
+  }
+  return impl_->chat_template->render(messages, opts);
+}
+
+const ModelSummary& Engine::summary() const { return impl_->summary; }
+
+std::map<std::string, double> Engine::op_seconds() const { return *impl_->op_profile; }
+
+}  // namespace jet

@@ -1,0 +1,55 @@
+// Validation of SamplingParams (every rule names the field) and resolution into a Request.
+#include "engine/request.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sampling/remasking.h"
+
+namespace jet {
+
+Request resolve_request(const SamplingParams& p, const RequestLimits& lim, uint64_t fallback_seed) {
+  const int B = lim.block_length;
+  JET_CHECK(std::isfinite(p.temperature) && p.temperature >= 0,
+            "temperature must be >= 0 (0 = greedy), got ", p.temperature);
+  JET_CHECK(std::isfinite(p.top_p) && p.top_p > 0 && p.top_p <= 1, "top_p must be in (0, 1], got ", p.top_p);
+  JET_CHECK(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0,
+            "repetition_penalty must be > 0, got ", p.repetition_penalty);
+  JET_CHECK(p.max_tokens >= 1, "max_tokens must be >= 1, got ", p.max_tokens);
+  JET_CHECK(p.block_length == 0 || p.block_length == B, "block_length ", p.block_length,
+            " differs from the engine's block_length ", B,
+            " (set it when building the engine; 0 means the engine's)");
+  JET_CHECK(p.denoising_steps >= 1 && p.denoising_steps <= B, "denoising_steps must be in [1, block_length = ",
+            B, "], got ", p.denoising_steps);
+  JET_CHECK(std::isfinite(p.dynamic_threshold) && p.dynamic_threshold >= 0 && p.dynamic_threshold <= 1,
+            "dynamic_threshold must be in [0, 1], got ", p.dynamic_threshold);
+  JET_CHECK(std::isfinite(p.dynamic_factor) && p.dynamic_factor > 0, "dynamic_factor must be > 0, got ",
+            p.dynamic_factor);
+  JET_CHECK(std::isfinite(p.eb_threshold) && p.eb_threshold >= 0, "eb_threshold must be >= 0, got ",
+            p.eb_threshold);
+  for (int32_t id : p.stop_token_ids) {
+    JET_CHECK(id >= 0 && id < lim.vocab, "stop_token_ids: id ", id, " is outside the vocabulary [0, ", lim.vocab,
+              ")");
+  }
+
+  Request r;
+  r.slot.temperature = static_cast<float>(p.temperature);
+  r.slot.top_k = std::max(0, p.top_k);
+  r.slot.top_p = static_cast<float>(p.top_p);
+  r.slot.repetition_penalty = static_cast<float>(p.repetition_penalty);
+  r.slot.strategy = parse_strategy(p.remasking_strategy);
+  r.slot.dynamic_threshold = static_cast<float>(p.dynamic_threshold);
+  r.slot.dynamic_factor = static_cast<float>(p.dynamic_factor);
+  r.slot.eb_threshold = static_cast<float>(p.eb_threshold);
+  r.slot.mask_id = lim.mask_id;
+  r.slot.seed = p.seed.value_or(fallback_seed);
+  r.denoising_steps = p.denoising_steps;
+  r.max_tokens = p.max_tokens;
+  r.stop_ids = p.stop_token_ids;
+  if (!p.ignore_eos) r.stop_ids.insert(r.stop_ids.end(), lim.eos_ids.begin(), lim.eos_ids.end());
+  std::sort(r.stop_ids.begin(), r.stop_ids.end());
+  r.stop_ids.erase(std::unique(r.stop_ids.begin(), r.stop_ids.end()), r.stop_ids.end());
+  return r;
+}
+
+}  // namespace jet

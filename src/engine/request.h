@@ -1,0 +1,32 @@
+// Request: a prompt's SamplingParams validated against the engine and resolved into what the
+// decode loop needs (slot parameters for the backend, schedule length, stop set, budget).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "jet/engine.h"
+
+namespace jet {
+
+struct Request {
+  SlotParams slot;
+  int denoising_steps = 4;
+  int max_tokens = 64;
+  std::vector<int32_t> stop_ids;  // EOS (unless ignore_eos) + stop_token_ids, sorted, unique
+};
+
+// What a request is checked against.
+struct RequestLimits {
+  int block_length = 4;
+  int vocab = 0;
+  int32_t mask_id = 0;
+  std::vector<int32_t> eos_ids;
+};
+
+// Throws jet::Error naming the offending field and its allowed range. A request without a seed
+// gets `fallback_seed`.
+Request resolve_request(const SamplingParams& params, const RequestLimits& limits, uint64_t fallback_seed);
+
+}  // namespace jet

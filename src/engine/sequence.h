@@ -1,0 +1,69 @@
+// Sequence: the host-side state of one request as it moves through the engine.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+
+namespace jet {
+
+// A finished block as read back from the backend.
+struct BlockRecord {
+  std::vector<int32_t> tokens, trajectory;
+  std::vector<float> logprobs, entropies;
+};
+
+enum class SeqStatus {
+  Waiting,    // queued, holds no slot or pages
+  Denoising,  // its current block still has masks
+  Saving,     // block finished; the next forward writes its final K/V, then it is committed
+  Finished,
+};
+
+struct Sequence {
+  size_t index = 0;  // position in the caller's prompt list
+  uint64_t arrival = 0;  // admission order across the engine's life: newer = larger
+  std::vector<int32_t> prompt;
+  Request request;
+
+  SeqStatus status = SeqStatus::Waiting;
+  bool needs_prefill = false;
+  int slot = -1;
+  std::vector<int32_t> pages;  // KV-cache pages for positions [0, pages.size() * page_size)
+  int num_cached = 0;          // prompt positions whose K/V an earlier sequence already wrote
+
+  int block_start = 0;    // absolute position of the current block's first token
+  int step_in_block = 0;  // denoise steps done on the current block
+  int global_step = 0;    // denoise steps done in total (trajectory base)
+  int num_forwards = 0;
+  BlockRecord finished_block;  // read back when the block's last mask went (status Saving)
+
+  // Committed completion (positions >= prompt length) and its per-token records.
+  std::vector<int32_t> completion;
+  std::vector<int32_t> trajectory;
+  std::vector<float> logprobs;
+  std::vector<float> entropies;
+  std::string finish_reason;
+
+  int prompt_len() const { return static_cast<int>(prompt.size()); }
+  int num_prefill(int B) const { return prompt_len() / B * B; }
+
+  // Back to the state of a fresh request (preemption restarts from the prompt).
+  void reset_progress() {
+    status = SeqStatus::Waiting;
+    needs_prefill = false;
+    slot = -1;
+    pages.clear();
+    num_cached = 0;
+    block_start = step_in_block = global_step = num_forwards = 0;
+    completion.clear();
+    trajectory.clear();
+    logprobs.clear();
+    entropies.clear();
+    finish_reason.clear();
+  }
+};
+
+}  // namespace jet

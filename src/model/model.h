@@ -1,0 +1,61 @@
+// Model: the transformer of every supported family, loaded onto a backend. One forward runs the
+// layers over a batch (writing K/V into the paged cache) and, on request, the LM head for the
+// first rows. The families differ only in weight names and options (see sdar.cpp, sdar_moe.cpp,
+// llada.cpp), so one forward serves them all.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/model_config.h"
+
+namespace jet {
+
+class Checkpoint;
+
+struct LayerWeights {
+  Tensor attn_norm;       // [H]
+  Tensor qkv;             // [(nh + 2 nkv) hd, H]: q, k, v projections stacked
+  Tensor q_norm, k_norm;  // [hd] each; no data when the family has no q/k norm
+  Tensor o;               // [H, nh hd]
+  Tensor mlp_norm;        // [H]
+  Tensor gate_up;         // [2I, H] (dense layers)
+  Tensor down;            // [H, I]  (dense layers)
+  MoeWeights moe;         // (MoE layers)
+  bool is_moe = false;
+};
+
+struct ModelWeights {
+  Tensor embed;       // [V, H]
+  Tensor final_norm;  // [H]
+  Tensor lm_head;     // [V, H]
+  std::vector<LayerWeights> layers;
+  std::vector<Buffer> storage;
+};
+
+class Model {
+ public:
+  Model(ModelConfig config, ModelWeights weights, Backend& backend);
+
+  const ModelConfig& config() const { return config_; }
+  Backend& backend() const { return backend_; }
+
+  // Runs every layer over the batch's tokens `ids` (i32 [T]), writing their K/V into `kv`.
+  // When `logits` is given (f32 [R, V], R <= T), writes the logits of rows [0, R).
+  void forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, Tensor* logits);
+
+ private:
+  Tensor scratch(int slot, DType dtype, std::initializer_list<int64_t> dims);
+
+  ModelConfig config_;
+  ModelWeights weights_;
+  Backend& backend_;
+  std::vector<Buffer> scratch_;  // activation buffers, grown on demand and reused
+};
+
+// Reads config.json and the checkpoint in `dir`, validates every tensor, and uploads the weights.
+std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend);
+
+}  // namespace jet

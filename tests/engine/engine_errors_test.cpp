@@ -1,0 +1,87 @@
+// The engine in-process: invalid requests throw jet::Error naming the problem, and the same
+// engine then serves a valid request (nothing half-done is left behind).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/error.h"
+#include "jet/engine.h"
+
+namespace {
+
+std::string tiny_model_dir() {
+  static const std::string dir = [] {
+    auto out = std::filesystem::temp_directory_path() / "jet_engine_errors_tiny_sdar";
+    std::string cmd = std::string("/usr/bin/python3 ") + JET_REPO_DIR + "/tools/make_tiny_model.py --arch sdar --seed 5 --out " +
+                      out.string() + " > /dev/null";
+    EXPECT_EQ(std::system(cmd.c_str()), 0);
+    return out.string();
+  }();
+  return dir;
+}
+
+jet::SamplingParams greedy(int max_tokens) {
+  jet::SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+void expect_error(jet::Engine& engine, const std::vector<jet::Prompt>& prompts, const jet::SamplingParams& p,
+                  const std::string& fragment) {
+  try {
+    engine.generate(prompts, {p});
+    FAIL() << "expected an error containing '" << fragment << "'";
+  } catch (const jet::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(EngineErrors, BadRequestsLeaveTheEngineUsable) {
+  jet::EngineOptions opts;
+  opts.model = tiny_model_dir();
+  opts.device = "cpu";
+  jet::Engine engine(opts);
+  const std::vector<jet::Prompt> prompts = {std::vector<int32_t>{5, 6, 7, 8, 9}};
+  const auto reference = engine.generate(prompts, {greedy(8)});
+  ASSERT_EQ(reference[0].completion_ids.size(), 8u);
+
+  expect_error(engine, {}, greedy(8), "prompt list is empty");
+  expect_error(engine, {std::vector<int32_t>{}}, greedy(8), "is empty");
+  auto bad = greedy(8);
+  bad.temperature = -0.5;
+  expect_error(engine, prompts, bad, "temperature");
+  bad = greedy(8);
+  bad.remasking_strategy = "nope";
+  expect_error(engine, prompts, bad, "entropy_bounded");
+  bad = greedy(8);
+  bad.denoising_steps = 9;
+  expect_error(engine, prompts, bad, "denoising_steps");
+  expect_error(engine, {std::vector<int32_t>(5000, 3)}, greedy(8), "more than max_model_len");
+  // A later prompt's error is reported before any prompt runs.
+  expect_error(engine, {prompts[0], std::vector<int32_t>{-1}}, greedy(8), "prompt 1");
+
+  const auto again = engine.generate(prompts, {greedy(8)});
+  EXPECT_EQ(again[0].token_ids, reference[0].token_ids);
+}
+
+TEST(EngineErrors, BadOptionsAreRejected) {
+  jet::EngineOptions opts;
+  opts.model = tiny_model_dir();
+  opts.device = "cpu";
+  opts.kvcache_page_size = 6;
+  EXPECT_THROW(jet::Engine{opts}, jet::Error);
+  opts.kvcache_page_size = 256;
+  opts.mask_token_id = 1 << 30;
+  EXPECT_THROW(jet::Engine{opts}, jet::Error);
+  opts.mask_token_id = -1;
+  opts.device = "tpu";
+  EXPECT_THROW(jet::Engine{opts}, jet::Error);
+  opts.device = "cpu";
+  opts.model = "/nonexistent/model";
+  EXPECT_THROW(jet::Engine{opts}, jet::Error);
+}
