@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstdlib>
 
 #include "tokenizer/jinja_filters.h"
+#include "tokenizer/jinja_strings.h"
 
 namespace jet::jinja {
 namespace {
@@ -182,9 +182,12 @@ ExprPtr ExpressionParser::parse_primary() {
       if (result.ec != std::errc()) stream_.fail(token, "integer literal " + token.text + " is too large");
       return make_expr(ast::Literal{Value::integer(value)}, token.pos);
     }
-    case TokenType::kFloat:
+    case TokenType::kFloat: {
       stream_.advance();
-      return make_expr(ast::Literal{Value::number(std::strtod(token.text.c_str(), nullptr))}, token.pos);
+      const std::optional<double> value = parse_python_float(token.text);
+      if (!value) stream_.fail(token, "bad float literal " + token.text);
+      return make_expr(ast::Literal{Value::number(*value)}, token.pos);
+    }
     case TokenType::kOperator:
       if (token.text == "(") {
         stream_.advance();

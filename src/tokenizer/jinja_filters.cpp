@@ -3,9 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <string>
@@ -20,59 +18,11 @@ namespace jet::jinja {
 namespace {
 
 using FilterFunction = Value (*)(const Value& subject, const Arguments& args);
-using TestFunction = bool (*)(const Value& subject, const Arguments& args);
 
 Value no_argument_string_filter(const char* name, const Value& subject, const Arguments& args,
                                 std::string (*transform)(std::string_view)) {
   const BoundArguments bound(name, args, {});
   return Value::string(transform(to_display_string(subject)));
-}
-
-// ---- Python number parsing for the int and float filters ----
-
-// Removes Python's digit-group underscores; nullopt when one is misplaced.
-std::optional<std::string> without_underscores(std::string_view text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '_') {
-      out.push_back(text[i]);
-      continue;
-    }
-    const bool between_digits = i > 0 && i + 1 < text.size() && std::isdigit(static_cast<unsigned char>(text[i - 1])) &&
-                                std::isdigit(static_cast<unsigned char>(text[i + 1]));
-    if (!between_digits) return std::nullopt;
-  }
-  return out;
-}
-
-std::optional<int64_t> parse_python_int(const std::string& text) {
-  std::optional<std::string> digits = without_underscores(python_strip(text, std::nullopt, StripSide::kBoth));
-  if (!digits || digits->empty()) return std::nullopt;
-  const char* begin = digits->data();
-  if (*begin == '+') ++begin;
-  int64_t value = 0;
-  const char* end = digits->data() + digits->size();
-  const auto result = std::from_chars(begin, end, value);
-  if (result.ec != std::errc() || result.ptr != end || begin == end) return std::nullopt;
-  return value;
-}
-
-std::optional<double> parse_python_float(const std::string& text) {
-  std::optional<std::string> cleaned = without_underscores(python_strip(text, std::nullopt, StripSide::kBoth));
-  if (!cleaned || cleaned->empty()) return std::nullopt;
-  const std::string lowered = python_lower(*cleaned);
-  const bool negative = lowered.front() == '-';
-  const std::string_view unsigned_part =
-      std::string_view(lowered).substr(lowered.front() == '-' || lowered.front() == '+');
-  if (unsigned_part == "inf" || unsigned_part == "infinity") {
-    return negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-  }
-  if (unsigned_part == "nan") return std::numeric_limits<double>::quiet_NaN();
-  if (unsigned_part.find_first_not_of("0123456789.e+-") != std::string_view::npos) return std::nullopt;  // no hex
-  char* end = nullptr;
-  const double value = std::strtod(cleaned->c_str(), &end);
-  if (end != cleaned->c_str() + cleaned->size()) return std::nullopt;
-  return value;
 }
 
 std::optional<double> to_python_float(const Value& value) {

@@ -201,10 +201,12 @@ class Interpreter {
       throw EvalError(str("macro '", macro.name, "' takes not more than ", macro.params.size(), " argument(s)"));
     }
     Scope scope(&root_);
-    for (const auto& [key, value] : args.keywords) {
+    for (const auto& keyword : args.keywords) {
       const bool known = std::any_of(macro.params.begin(), macro.params.end(),
-                                     [&](const ast::MacroParam& param) { return param.name == key; });
-      if (!known) throw EvalError(str("macro '", macro.name, "' got an unexpected keyword argument '", key, "'"));
+                                     [&](const ast::MacroParam& param) { return param.name == keyword.first; });
+      if (!known) {
+        throw EvalError(str("macro '", macro.name, "' got an unexpected keyword argument '", keyword.first, "'"));
+      }
     }
     for (size_t i = 0; i < macro.params.size(); ++i) {
       const ast::MacroParam& param = macro.params[i];

@@ -74,6 +74,20 @@ bool is_printable(char32_t c) {
   }
 }
 
+// Removes Python's digit-group underscores; nullopt when one is not between two digits.
+std::optional<std::string> without_underscores(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '_') {
+      out.push_back(text[i]);
+      continue;
+    }
+    const auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
+    if (i == 0 || i + 1 == text.size() || !is_digit(text[i - 1]) || !is_digit(text[i + 1])) return std::nullopt;
+  }
+  return out;
+}
+
 }  // namespace
 
 char32_t code_point_at(std::string_view text, size_t i, size_t& length) {
@@ -244,6 +258,42 @@ std::string python_capitalize(std::string_view text) {
     code_points[i] = i == 0 ? to_upper(code_points[i]) : to_lower(code_points[i]);
   }
   return encode_utf8(code_points);
+}
+
+std::optional<int64_t> parse_python_int(std::string_view text) {
+  const std::optional<std::string> digits = without_underscores(python_strip(text, std::nullopt, StripSide::kBoth));
+  if (!digits || digits->empty()) return std::nullopt;
+  const char* begin = digits->data();
+  const char* end = digits->data() + digits->size();
+  if (*begin == '+' && begin + 1 < end && begin[1] != '-') ++begin;  // from_chars takes '-' but not '+'
+  int64_t value = 0;
+  const auto result = std::from_chars(begin, end, value);
+  if (result.ec != std::errc() || result.ptr != end) return std::nullopt;
+  return value;
+}
+
+std::optional<double> parse_python_float(std::string_view text) {
+  const std::optional<std::string> cleaned = without_underscores(python_strip(text, std::nullopt, StripSide::kBoth));
+  if (!cleaned || cleaned->empty()) return std::nullopt;
+  const bool negative = cleaned->front() == '-';
+  const char* begin = cleaned->data() + (cleaned->front() == '+' || negative ? 1 : 0);
+  const char* end = cleaned->data() + cleaned->size();
+  const std::string magnitude = python_lower(std::string_view(begin, static_cast<size_t>(end - begin)));
+  const double sign = negative ? -1.0 : 1.0;
+  if (magnitude == "inf" || magnitude == "infinity") return sign * std::numeric_limits<double>::infinity();
+  if (magnitude == "nan") return std::numeric_limits<double>::quiet_NaN();
+  if (magnitude.empty() || magnitude.front() == '+' || magnitude.front() == '-') return std::nullopt;
+  // from_chars reads the decimal forms Python accepts, independent of the C locale.
+  double value = 0;
+  const auto result =
+      std::from_chars(magnitude.data(), magnitude.data() + magnitude.size(), value, std::chars_format::general);
+  if (result.ptr != magnitude.data() + magnitude.size()) return std::nullopt;
+  if (result.ec == std::errc::result_out_of_range) {
+    const bool tiny = magnitude.find("e-") != std::string::npos;
+    return sign * (tiny ? 0.0 : std::numeric_limits<double>::infinity());
+  }
+  if (result.ec != std::errc()) return std::nullopt;
+  return sign * value;
 }
 
 std::string python_float_repr(double value) {

@@ -44,6 +44,12 @@ std::string python_lower(std::string_view text);
 // str.capitalize(): first code point upper, the rest lower.
 std::string python_capitalize(std::string_view text);
 
+// int(text) and float(text) in Python for decimal text: surrounding whitespace, a sign and
+// digit-group underscores are allowed; nullopt where Python raises ValueError (and for ints that
+// do not fit int64). Out-of-range floats become ±inf, or 0 for negative exponents.
+std::optional<int64_t> parse_python_int(std::string_view text);
+std::optional<double> parse_python_float(std::string_view text);
+
 // repr(float) in Python: shortest round-trip digits, "1.0", "1e-05", "1.5e+16", "inf", "nan".
 std::string python_float_repr(double value);
 

@@ -23,6 +23,23 @@ TEST(JinjaStrings, FloatReprMatchesPython) {
   EXPECT_EQ(python_float_repr(std::numeric_limits<double>::quiet_NaN()), "nan");
 }
 
+TEST(JinjaStrings, NumberParsingFollowsPythonIntAndFloat) {
+  EXPECT_EQ(parse_python_int(" -42 "), -42);
+  EXPECT_EQ(parse_python_int("+1_000"), 1000);
+  EXPECT_EQ(parse_python_int("1__0"), std::nullopt);
+  EXPECT_EQ(parse_python_int("+-5"), std::nullopt);
+  EXPECT_EQ(parse_python_int("4.5"), std::nullopt);
+  EXPECT_EQ(parse_python_int("99999999999999999999"), std::nullopt);
+  EXPECT_EQ(parse_python_float(" +1_0.5\n"), 10.5);
+  EXPECT_EQ(parse_python_float("-1e3"), -1000.0);
+  EXPECT_EQ(parse_python_float(".5"), 0.5);
+  EXPECT_EQ(parse_python_float("-Infinity"), -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(parse_python_float("1e999"), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(parse_python_float("1e-999"), 0.0);
+  EXPECT_EQ(parse_python_float("0x10"), std::nullopt);
+  EXPECT_EQ(parse_python_float("1.5x"), std::nullopt);
+}
+
 TEST(JinjaStrings, StripUsesPythonWhitespaceIncludingUnicodeSpaces) {
   EXPECT_EQ(python_strip(" \t\n\u3000\u00a0x y\u2028\r ", std::nullopt, StripSide::kBoth), "x y");
   EXPECT_EQ(python_strip("  x  ", std::nullopt, StripSide::kLeft), "x  ");

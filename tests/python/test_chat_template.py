@@ -154,6 +154,7 @@ FEATURES = [
     ("{% for k, v in {'x': 1} | items %}{{ k }}{{ v }}{% endfor %} {{ missing | items | list }} {{ -3 | abs }} {{ -2.5 | abs }} {{ -3|abs }}", {}),
     ("{{ '12' | int + 1 }} {{ 'x' | int }} {{ '4.7' | int }} {{ 3.9 | int }} {{ ' 42 ' | int }} {{ 'x' | int(-1) }} {{ true | int }}", {}),
     ("{{ '1.5' | float }} {{ 'x' | float }} {{ 3 | float }} {{ ' 1e3 ' | float }} {{ '-inf' | float }} {{ 'abc' | float(2.5) }}", {}),
+    ("{{ '1e999' | float }} {{ '-1e-999' | float }} {{ ' +1_0.5 ' | float }} {{ '1__0' | float }} {{ '+-5' | int }} {{ 1e999 }} {{ 1.5e-400 }}", {}),
     ("{{ ms | selectattr('role', 'equalto', 'user') | list | length }} {{ ms | rejectattr('role', 'eq', 'user') | map(attribute='role') | join }}",
      {"ms": [{"role": "user"}, {"role": "assistant"}, {"role": "user"}]}),
     ("{{ ms | selectattr('tool_calls') | list | length }} {{ ms | rejectattr('tool_calls') | list | length }} {{ ms | selectattr('tool_calls', 'defined') | list | length }}",
