@@ -159,8 +159,14 @@ struct LoopControl {
   bool is_break;
 };
 
+// transformers' {% generation %}...{% endgeneration %}: it marks assistant text for training
+// masks; rendering shows the body in place, in its own scope (it is a call block in Jinja).
+struct Generation {
+  Body body;
+};
+
 struct Stmt {
-  std::variant<Text, Output, If, For, Set, Macro, LoopControl> node;
+  std::variant<Text, Output, If, For, Set, Macro, LoopControl, Generation> node;
   SourcePos pos;
 };
 

@@ -193,6 +193,11 @@ class Interpreter {
     return node.is_break ? Flow::kBreak : Flow::kContinue;
   }
 
+  Flow exec(const ast::Generation& node, const SourcePos&, Scope& scope, std::string& out) {
+    Scope inner(&scope);
+    return exec_body(node.body, inner, out);
+  }
+
   // Macros see the template's top-level variables and their own parameters.
   Value call_macro(const ast::Macro& macro, const Arguments& args) {
     const DepthGuard depth(call_depth_);

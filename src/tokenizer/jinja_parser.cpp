@@ -3,7 +3,6 @@
 #include "tokenizer/jinja_parser.h"
 
 #include <algorithm>
-#include <iterator>
 
 #include "tokenizer/jinja_expression_parser.h"
 #include "tokenizer/jinja_token_stream.h"
@@ -87,18 +86,23 @@ class Parser {
       stream_.expect_block_end();
       out.push_back({ast::LoopControl{name == "break"}, pos});
     } else if (name == "generation") {
-      // transformers' {% generation %} only marks assistant text for training masks; its body
-      // renders in place.
-      stream_.expect_block_end();
-      ast::Body body = parse_body({"endgeneration"});
-      take_tag();
-      stream_.expect_block_end();
-      std::move(body.begin(), body.end(), std::back_inserter(out));
+      out.push_back({parse_generation(), pos});
     } else {
       std::string message = "unknown tag '" + name + "'";
       if (!end_tags_.back().empty()) message += ", expected " + join_tags(end_tags_.back());
       stream_.fail(tag, message);
     }
+  }
+
+  ast::Generation parse_generation() {
+    stream_.expect_block_end();
+    const int enclosing_loops = loop_depth_;
+    loop_depth_ = 0;  // the body is a call block: break/continue cannot leave it
+    ast::Generation node{parse_body({"endgeneration"})};
+    loop_depth_ = enclosing_loops;
+    take_tag();
+    stream_.expect_block_end();
+    return node;
   }
 
   ast::If parse_if() {

@@ -1,5 +1,5 @@
-// Template parser: turns the lexer's tokens into the syntax tree, with Jinja2's grammar and
-// operator precedence (or < and < not < comparisons < + - < ~ < * / // % < ** < unary < filters).
+// Template parser: turns the lexer's tokens into the syntax tree with Jinja2's statement grammar
+// (expressions are parsed by jinja_expression_parser.h).
 #pragma once
 
 #include <vector>

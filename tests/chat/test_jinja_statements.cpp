@@ -66,6 +66,8 @@ TEST(JinjaScoping, SetInsideLoopsStaysInTheIterationAndNamespacesCarryState) {
             "1");
   EXPECT_EQ(render("{% set a, b = [1, 2] %}{{ a + b }} {% set captured %} x{{ 1 }} {% endset %}[{{ captured }}]"),
             "3 [ x1 ]");
+  // transformers' generation tag renders its body in place, in a scope of its own.
+  EXPECT_EQ(render("{% set x = 1 %}{% generation %}{% set x = 2 %}{{ x }}{% endgeneration %}{{ x }}"), "21");
   EXPECT_EQ(error_of("{% set m = {} %}{% set m.x = 1 %}"),
             "chat template line 1, column 17: cannot assign attribute on non-namespace object 'm'");
 }

@@ -217,6 +217,8 @@ FEATURES = [
     ("\t\t{% if true %}tabs{% endif %}\n \u3000{% if true %}wide{% endif %}", {}),
     ("{{ 'a' }}\n{{ 'b' }}\n\n", {}),
     ("{% generation %}  gen {{ 1 }}{% endgeneration %}", {}),
+    ("{% set x = 1 %}{% for i in [1] %}{% generation %}{% set x = 2 %}[{{ x }}{{ i }}]{% endgeneration %}{{ x }}{% endfor %}{{ x }}", {}),
+    ("{% for i in [1, 2] %}{% generation %}{% break %}{% endgeneration %}{% endfor %}", {}),
     ("{{ {'a': {'b': [1, {'c': 2}]}} }} {{ {'a': 1}['a'] }}", {}),
     # raise_exception and syntax errors
     ("{{ raise_exception('boom: ' ~ 42) }}", {}),
