@@ -20,26 +20,30 @@ class Lcg {
   }
   size_t below(size_t n) { return next() % n; }
   template <typename T, size_t N>
-  const T& pick(const T (&items)[N]) { return items[below(N)]; }
+  const T& pick(const T (&items)[N]) {
+    return items[below(N)];
+  }
 
  private:
   uint64_t state_ = 20240601;
 };
 
 const char* const kEnglishWords[] = {
-    "the", "model", "denoises", "a", "block", "of", "tokens", "in", "parallel", "and", "then",
-    "commits", "it", "to", "cache", "while", "scheduler", "decides", "which", "sequence", "runs",
-    "next", "attention", "is", "bidirectional", "inside", "each", "step", "confidence", "remains",
-    "high", "for", "most", "positions", "but", "some", "masks", "stay", "until", "last", "researchers",
-    "measured", "throughput", "on", "long", "prompts", "with", "many", "concurrent", "requests",
-    "however", "latency", "matters", "more", "than", "we", "expected", "because", "users", "wait",
-    "don't", "it's", "they're", "we've", "I'll", "language", "diffusion", "sampling", "temperature"};
-const char* const kChineseWords[] = {
-    "我们", "模型", "语言", "扩散", "生成", "文本", "并行", "解码", "注意力", "缓存", "调度",
-    "序列", "实验", "结果", "表明", "速度", "提高", "了", "显著", "方法", "数据", "训练",
-    "推理", "研究", "问题", "可以", "因为", "所以", "但是", "非常", "重要", "的", "在", "是"};
+    "the",           "model",     "denoises",   "a",        "block",      "of",      "tokens",    "in",
+    "parallel",      "and",       "then",       "commits",  "it",         "to",      "cache",     "while",
+    "scheduler",     "decides",   "which",      "sequence", "runs",       "next",    "attention", "is",
+    "bidirectional", "inside",    "each",       "step",     "confidence", "remains", "high",      "for",
+    "most",          "positions", "but",        "some",     "masks",      "stay",    "until",     "last",
+    "researchers",   "measured",  "throughput", "on",       "long",       "prompts", "with",      "many",
+    "concurrent",    "requests",  "however",    "latency",  "matters",    "more",    "than",      "we",
+    "expected",      "because",   "users",      "wait",     "don't",      "it's",    "they're",   "we've",
+    "I'll",          "language",  "diffusion",  "sampling", "temperature"};
+const char* const kChineseWords[] = {"我们", "模型", "语言", "扩散", "生成", "文本", "并行", "解码", "注意力",
+                                     "缓存", "调度", "序列", "实验", "结果", "表明", "速度", "提高", "了",
+                                     "显著", "方法", "数据", "训练", "推理", "研究", "问题", "可以", "因为",
+                                     "所以", "但是", "非常", "重要", "的",   "在",   "是"};
 const char* const kChinesePunctuation[] = {"，", "。", "、", "；", "！", "？"};
-const char* const kIdentifiers[] = {"count", "buffer", "index", "total", "value", "result", "node",
+const char* const kIdentifiers[] = {"count",  "buffer", "index",   "total", "value",      "result",   "node",
                                     "length", "offset", "weights", "scale", "block_size", "num_heads"};
 
 void append_english(Lcg& rng, std::string& out) {

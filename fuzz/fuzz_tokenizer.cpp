@@ -17,6 +17,8 @@
 //   build-fuzz/fuzz/fuzz_tokenizer crash-<sha1>
 // and add the fixed input to fuzz/corpus/fuzz_tokenizer/ as a regression seed.
 // The tokenizer folder is models/qwen3-tokenizer of this repository, or $JET_TOKENIZER_DIR.
+#include <utf8proc.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -25,8 +27,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <utf8proc.h>
 
 #include "core/error.h"
 #include "jet/tokenizer.h"

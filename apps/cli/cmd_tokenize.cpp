@@ -5,11 +5,10 @@
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "arg_parser.h"
 #include "commands.h"
@@ -119,8 +118,8 @@ int cmd_detokenize(const Args& args) {
   const std::string input = read_all_stdin();
   if (!flags.has("--jsonl")) {
     // The text exactly as decoded: no newline is added, so output can be compared byte for byte.
-    const std::string text = tokenizer.decode(ids_from_json(parse_json(input, "a JSON array of token ids")),
-                                              skip_special_tokens);
+    const std::string text =
+        tokenizer.decode(ids_from_json(parse_json(input, "a JSON array of token ids")), skip_special_tokens);
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   }

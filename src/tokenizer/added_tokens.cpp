@@ -46,9 +46,8 @@ void AddedTokenMatcher::add(const AddedToken& token, std::string pattern) {
   entries_.push_back({token, std::move(pattern)});
   std::vector<size_t>& bucket = by_first_byte_[static_cast<unsigned char>(entries_.back().pattern[0])];
   bucket.push_back(entries_.size() - 1);
-  std::stable_sort(bucket.begin(), bucket.end(), [&](size_t a, size_t b) {
-    return entries_[a].pattern.size() > entries_[b].pattern.size();
-  });
+  std::stable_sort(bucket.begin(), bucket.end(),
+                   [&](size_t a, size_t b) { return entries_[a].pattern.size() > entries_[b].pattern.size(); });
 }
 
 bool AddedTokenMatcher::find(std::string_view text, size_t from, Found& found) const {
@@ -74,8 +73,8 @@ void AddedTokenMatcher::split(std::string_view text, const SegmentSink& sink) co
     const AddedToken& token = found.entry->token;
     if (token.single_word) {
       const bool word_before = found.start > 0 && unicode::is_word_character(code_point_before(text, found.start));
-      const bool word_after = found.end < text.size() &&
-                              unicode::is_word_character(utf8::decode_one(text, found.end).code_point);
+      const bool word_after =
+          found.end < text.size() && unicode::is_word_character(utf8::decode_one(text, found.end).code_point);
       if (word_before || word_after) continue;
     }
     size_t start = found.start;

@@ -21,12 +21,12 @@ constexpr size_t kCacheCapacity = 1 << 16;
 
 void check_unsupported_options(const Json& spec) {
   const auto dropout = spec.find("dropout");
-  JET_CHECK(dropout == spec.end() || dropout->is_null() || *dropout == 0, "model.dropout = ",
-            dropout->dump(), " is not supported (BPE dropout is for training)");
+  JET_CHECK(dropout == spec.end() || dropout->is_null() || *dropout == 0, "model.dropout = ", dropout->dump(),
+            " is not supported (BPE dropout is for training)");
   for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     const auto value = spec.find(affix);
-    JET_CHECK(value == spec.end() || value->is_null() || *value == "", "model.", affix, " = ",
-              value->dump(), " is not supported by byte-level BPE");
+    JET_CHECK(value == spec.end() || value->is_null() || *value == "", "model.", affix, " = ", value->dump(),
+              " is not supported by byte-level BPE");
   }
 }
 
@@ -46,10 +46,9 @@ BpeModel BpeModel::build(const Json& spec, BpeTables&& tables, Vocabulary& vocab
   const std::string type = json_fields::component_type(spec, "model");
   JET_CHECK(type == "BPE", "model.type '", type, "' is not supported (supported: BPE)");
   check_unsupported_options(spec);
-  JET_CHECK(tables.has_vocab, spec.contains("vocab") ? "model.vocab must be an object {token: id}"
-                                                      : "model.vocab is missing");
-  JET_CHECK(tables.has_merges, spec.contains("merges") ? "model.merges must be an array"
-                                                        : "model.merges is missing");
+  JET_CHECK(tables.has_vocab,
+            spec.contains("vocab") ? "model.vocab must be an object {token: id}" : "model.vocab is missing");
+  JET_CHECK(tables.has_merges, spec.contains("merges") ? "model.merges must be an array" : "model.merges is missing");
   BpeModel model;
   model.ignore_merges_ = json_fields::optional_bool(spec, "ignore_merges", false, "model");
 
@@ -112,8 +111,7 @@ void BpeModel::merge(std::string_view piece, std::vector<int32_t>& ids) const {
   std::vector<Symbol> symbols(piece.size());
   for (size_t i = 0; i < piece.size(); ++i) {
     const auto byte = static_cast<unsigned char>(piece[i]);
-    JET_CHECK(byte_ids_[byte] >= 0, "the vocabulary has no token for byte 0x", std::hex,
-              static_cast<unsigned>(byte));
+    JET_CHECK(byte_ids_[byte] >= 0, "the vocabulary has no token for byte 0x", std::hex, static_cast<unsigned>(byte));
     symbols[i] = {byte_ids_[byte], static_cast<int32_t>(i) - 1,
                   i + 1 < piece.size() ? static_cast<int32_t>(i) + 1 : -1};
   }

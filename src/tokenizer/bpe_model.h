@@ -5,11 +5,10 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tokenizer/merge_table.h"
 #include "tokenizer/string_map.h"
@@ -36,7 +35,7 @@ class BpeModel {
   BpeModel();
   void merge(std::string_view piece, std::vector<int32_t>& ids) const;
 
-  std::array<int32_t, 256> byte_ids_;             // id of each byte's symbol, -1 if absent
+  std::array<int32_t, 256> byte_ids_;  // id of each byte's symbol, -1 if absent
   MergeTable merges_;
   // ignore_merges: a piece that is itself a vocabulary token maps to it directly (LLaMA-3).
   bool ignore_merges_ = false;

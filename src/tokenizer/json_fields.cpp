@@ -21,18 +21,6 @@ std::string require_string(const Json& object, std::string_view key, std::string
   return value.get<std::string>();
 }
 
-bool require_bool(const Json& object, std::string_view key, std::string_view where) {
-  const Json& value = require(object, key, where);
-  JET_CHECK(value.is_boolean(), where, ".", key, " must be true or false, got ", value.dump());
-  return value.get<bool>();
-}
-
-int64_t require_integer(const Json& object, std::string_view key, std::string_view where) {
-  const Json& value = require(object, key, where);
-  JET_CHECK(value.is_number_integer(), where, ".", key, " must be an integer, got ", value.dump());
-  return value.get<int64_t>();
-}
-
 bool optional_bool(const Json& object, std::string_view key, bool fallback, std::string_view where) {
   JET_CHECK(object.is_object(), where, " must be a JSON object, got ", object.type_name());
   auto it = object.find(key);

@@ -2,10 +2,10 @@
 // ("model.merges[12]: ..."), so a bad file says exactly what is wrong.
 #pragma once
 
+#include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 namespace jet::json_fields {
 
@@ -14,12 +14,10 @@ using Json = nlohmann::json;
 // object[key]; throws if `object` is not an object or has no such key.
 const Json& require(const Json& object, std::string_view key, std::string_view where);
 
-// object[key] as a string / bool / integer (throws naming `where.key` if missing or mistyped).
+// object[key] as a string (throws naming `where.key` if missing or not a string).
 std::string require_string(const Json& object, std::string_view key, std::string_view where);
-bool require_bool(const Json& object, std::string_view key, std::string_view where);
-int64_t require_integer(const Json& object, std::string_view key, std::string_view where);
 
-// Like the above, but `fallback` when the key is absent or null.
+// object[key] as a bool, or `fallback` when the key is absent or null.
 bool optional_bool(const Json& object, std::string_view key, bool fallback, std::string_view where);
 
 // The "type" string of a component object such as the normalizer.

@@ -11,7 +11,6 @@ void MergeTable::reserve(size_t count) {
   if (wanted > slots_.size()) rehash(wanted);
 }
 
-
 void MergeTable::insert_or_assign(int32_t left, int32_t right, Merge merge) {
   if ((used_ + 1) * 10 > slots_.size() * 7) rehash(slots_.size() * 2);
   const uint64_t key = pair_key(left, right);

@@ -2,10 +2,10 @@
 // that text containing U+0000 is normalised whole.
 #include "tokenizer/normalizer.h"
 
+#include <utf8proc.h>
+
 #include <cstdlib>
 #include <memory>
-
-#include <utf8proc.h>
 
 #include "core/error.h"
 #include "tokenizer/json_fields.h"
@@ -48,9 +48,8 @@ bool is_stable(Normalizer::Form form, std::string_view text) {
 
 void normalize_into(Normalizer::Form form, std::string_view text, std::string& out) {
   utf8proc_uint8_t* result = nullptr;
-  const utf8proc_ssize_t length =
-      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                   static_cast<utf8proc_ssize_t>(text.size()), &result, options_of(form));
+  const utf8proc_ssize_t length = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                                               static_cast<utf8proc_ssize_t>(text.size()), &result, options_of(form));
   std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owner(result, &std::free);
   // The tokenizer validates UTF-8 before normalising, so utf8proc cannot reject the text.
   JET_ASSERT(length >= 0, "utf8proc_map failed: ", utf8proc_errmsg(length));
@@ -82,8 +81,8 @@ void Normalizer::add_from_json(const nlohmann::json& spec, const std::string& wh
   } else if (type == "NFKD") {
     forms_.push_back(Form::NFKD);
   } else {
-    throw Error(str(where, ": unsupported normalizer type '", type,
-                    "' (supported: NFC, NFD, NFKC, NFKD, Sequence, null)"));
+    throw Error(
+        str(where, ": unsupported normalizer type '", type, "' (supported: NFC, NFD, NFKC, NFKD, Sequence, null)"));
   }
 }
 

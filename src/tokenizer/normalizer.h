@@ -2,11 +2,10 @@
 // Sequence of them, or null. Other HF normalizer types are rejected with an error naming them.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace jet::tokenizer {
 

@@ -51,7 +51,8 @@ void PostProcessor::add_template(const Json& spec, const std::string& where) {
       const Json& ids = json_fields::require(token, "ids", where + ".special_tokens." + name);
       JET_CHECK(ids.is_array(), where, ".special_tokens.", name, ".ids must be an array");
       for (const Json& id : ids) {
-        (seen_sequence ? suffix : prefix).push_back(json_fields::to_token_id(id, where + ".special_tokens." + name + ".ids"));
+        (seen_sequence ? suffix : prefix)
+            .push_back(json_fields::to_token_id(id, where + ".special_tokens." + name + ".ids"));
       }
     } else {
       throw Error(str(item_where, " = ", item.dump(), " must be {\"Sequence\": ...} or {\"SpecialToken\": ...}"));

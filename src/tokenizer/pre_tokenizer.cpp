@@ -49,10 +49,8 @@ void PreTokenizer::add_from_json(const nlohmann::json& spec, const std::string& 
     }
   } else if (type == "Split") {
     const std::string behavior = json_fields::require_string(spec, "behavior", where);
-    JET_CHECK(behavior == "Isolated", where, ".behavior '", behavior,
-              "' is not supported (supported: Isolated)");
-    JET_CHECK(!json_fields::optional_bool(spec, "invert", false, where), where,
-              ".invert = true is not supported");
+    JET_CHECK(behavior == "Isolated", where, ".behavior '", behavior, "' is not supported (supported: Isolated)");
+    JET_CHECK(!json_fields::optional_bool(spec, "invert", false, where), where, ".invert = true is not supported");
     steps_.push_back({false, split_regex_from_json(spec, where)});
   } else if (type == "ByteLevel") {
     Step step;
@@ -63,8 +61,7 @@ void PreTokenizer::add_from_json(const nlohmann::json& spec, const std::string& 
     steps_.push_back(std::move(step));
     has_byte_level_ = true;
   } else {
-    throw Error(str(where, ": unsupported pre_tokenizer type '", type,
-                    "' (supported: Split, ByteLevel, Sequence)"));
+    throw Error(str(where, ": unsupported pre_tokenizer type '", type, "' (supported: Split, ByteLevel, Sequence)"));
   }
 }
 

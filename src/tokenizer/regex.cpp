@@ -98,16 +98,15 @@ struct Regex::Code {
 };
 
 Regex::Regex(std::string_view pattern, Syntax syntax) : code_(std::make_unique<Code>()) {
-  const std::string source =
-      syntax == Syntax::PATTERN ? rewrite_white_space_classes(pattern) : std::string(pattern);
+  const std::string source = syntax == Syntax::PATTERN ? rewrite_white_space_classes(pattern) : std::string(pattern);
   // PCRE2 refuses UCP together with LITERAL (character classes do not exist there anyway).
   const uint32_t options = syntax == Syntax::LITERAL ? PCRE2_UTF | PCRE2_LITERAL : PCRE2_UTF | PCRE2_UCP;
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(), options,
-                              &error_code, &error_offset, nullptr);
-  JET_CHECK(code_->code, "invalid regex '", pattern, "': ", pcre2_message(error_code),
-            " at offset ", error_offset, " of the compiled form '", source, "'");
+  code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(source.data()), source.size(), options, &error_code,
+                              &error_offset, nullptr);
+  JET_CHECK(code_->code, "invalid regex '", pattern, "': ", pcre2_message(error_code), " at offset ", error_offset,
+            " of the compiled form '", source, "'");
   // Without JIT (unsupported platform) pcre2_match falls back to the interpreter.
   pcre2_jit_compile(code_->code, PCRE2_JIT_COMPLETE);
 }
@@ -119,8 +118,8 @@ Regex& Regex::operator=(Regex&&) noexcept = default;
 bool Regex::find(std::string_view text, size_t from, Match& match) const {
   thread_local ThreadMatchState state;
   while (from <= text.size()) {
-    const int rc = pcre2_match(code_->code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(),
-                               from, PCRE2_NO_UTF_CHECK, state.match_data, state.context);
+    const int rc = pcre2_match(code_->code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), from,
+                               PCRE2_NO_UTF_CHECK, state.match_data, state.context);
     if (rc == PCRE2_ERROR_NOMATCH) return false;
     JET_CHECK(rc >= 0, "regex match failed at byte ", from, ": ", pcre2_message(rc));
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(state.match_data);

@@ -1,8 +1,7 @@
 // jet::Tokenizer: the encode pipeline (added tokens -> normaliser -> pre-tokenizer -> BPE ->
 // post-processor) and decoding.
-#include "tokenizer/tokenizer_impl.h"
-
 #include "core/error.h"
+#include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/utf8.h"
 
 namespace jet {

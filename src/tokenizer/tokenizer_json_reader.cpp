@@ -14,8 +14,8 @@ using Json = nlohmann::json;
 // "left right" (the older merge notation) -> (left, right).
 std::pair<std::string, std::string> split_merge_string(const std::string& text, size_t rank) {
   const size_t space = text.find(' ');
-  JET_CHECK(space != std::string::npos && text.find(' ', space + 1) == std::string::npos,
-            "model.merges[", rank, "] = \"", text, "\" must be two tokens separated by one space");
+  JET_CHECK(space != std::string::npos && text.find(' ', space + 1) == std::string::npos, "model.merges[", rank,
+            "] = \"", text, "\" must be two tokens separated by one space");
   return {text.substr(0, space), text.substr(space + 1)};
 }
 
@@ -124,8 +124,8 @@ class Reader : public nlohmann::json_sax<Json> {
   }
 
   bool add_vocab_id(int64_t id) {
-    JET_CHECK(id >= 0 && id <= std::numeric_limits<int32_t>::max(), "model.vocab[\"", key_,
-              "\"] = ", id, " is not a valid token id (0 .. 2^31-1)");
+    JET_CHECK(id >= 0 && id <= std::numeric_limits<int32_t>::max(), "model.vocab[\"", key_, "\"] = ", id,
+              " is not a valid token id (0 .. 2^31-1)");
     result.bpe.vocab.emplace_back(std::move(key_), static_cast<int32_t>(id));
     return true;
   }
@@ -164,7 +164,7 @@ class Reader : public nlohmann::json_sax<Json> {
   std::string key_;           // the last object key read
   Json* model_ = nullptr;     // the root's "model" object, once opened
   Capture capture_ = Capture::NONE;
-  bool pair_open_ = false;    // inside a ["left", "right"] merge
+  bool pair_open_ = false;  // inside a ["left", "right"] merge
   std::vector<std::string> pair_parts_;
 };
 

@@ -4,12 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace jet::tokenizer {
 
@@ -17,8 +16,8 @@ namespace jet::tokenizer {
 struct BpeTables {
   bool has_vocab = false;   // model.vocab was an object (else it is left in the tree, if present)
   bool has_merges = false;  // model.merges was an array (else it is left in the tree, if present)
-  std::vector<std::pair<std::string, int32_t>> vocab;         // (token, id) in file order
-  std::vector<std::pair<std::string, std::string>> merges;    // (left, right) in rank order
+  std::vector<std::pair<std::string, int32_t>> vocab;       // (token, id) in file order
+  std::vector<std::pair<std::string, std::string>> merges;  // (left, right) in rank order
 };
 
 struct TokenizerJson {

@@ -45,8 +45,7 @@ const Json& optional_component(const Json& root, const char* key) {
 void check_decoder(const Json& spec) {
   JET_CHECK(!spec.is_null(), "decoder is null, but only the ByteLevel decoder is supported");
   const std::string type = json_fields::component_type(spec, "decoder");
-  JET_CHECK(type == "ByteLevel", "decoder: unsupported decoder type '", type,
-            "' (supported: ByteLevel)");
+  JET_CHECK(type == "ByteLevel", "decoder: unsupported decoder type '", type, "' (supported: ByteLevel)");
 }
 
 tokenizer::AddedToken added_token_from_json(const Json& spec, int32_t id, const std::string& where) {

@@ -1,20 +1,19 @@
 // White_Space as listed in Unicode's PropList.txt; word characters by general category (utf8proc).
 #include "tokenizer/unicode_classes.h"
 
+#include <utf8proc.h>
+
 #include <algorithm>
 #include <array>
 #include <bitset>
 #include <memory>
 
-#include <utf8proc.h>
-
 namespace jet::unicode {
 namespace {
 
 constexpr std::array<char32_t, 25> kWhiteSpace = {
-    0x09,   0x0A,   0x0B,   0x0C,   0x0D,   0x20,   0x85,   0xA0,   0x1680,
-    0x2000, 0x2001, 0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008,
-    0x2009, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000,
+    0x09,   0x0A,   0x0B,   0x0C,   0x0D,   0x20,   0x85,   0xA0,   0x1680, 0x2000, 0x2001, 0x2002, 0x2003,
+    0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000,
 };
 
 // From utf8proc's tables. Composition membership is asked only as "in any composition pair at
@@ -67,7 +66,6 @@ bool is_word_character(char32_t code_point) {
       return false;
   }
 }
-
 
 bool is_nfc_inert(char32_t code_point) {
   // Below U+0300 nothing decomposes canonically or composes as a second character.

@@ -12,8 +12,8 @@ void Vocabulary::add(int32_t id, std::string text, bool special, std::string_vie
   JET_CHECK(id >= 0 && id < kMaxTokenId, where, ": token '", text, "' has id ", id,
             ", outside the supported range 0 .. ", kMaxTokenId - 1);
   if (contains(id)) {
-    JET_CHECK(entries_[id].text == text, where, ": id ", id, " is given to both '",
-              entries_[id].text, "' and '", text, "'");
+    JET_CHECK(entries_[id].text == text, where, ": id ", id, " is given to both '", entries_[id].text, "' and '", text,
+              "'");
     entries_[id].special = special;
     return;
   }
@@ -32,9 +32,7 @@ void Vocabulary::add(int32_t id, std::string text, bool special, std::string_vie
   insert_slot(id, hash);
 }
 
-int32_t Vocabulary::find(std::string_view text) const {
-  return find(text, std::hash<std::string_view>{}(text));
-}
+int32_t Vocabulary::find(std::string_view text) const { return find(text, std::hash<std::string_view>{}(text)); }
 
 int32_t Vocabulary::find(std::string_view text, size_t hash) const {
   if (slots_.empty()) return -1;

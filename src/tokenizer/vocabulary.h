@@ -7,7 +7,6 @@
 #include <string_view>
 #include <vector>
 
-
 namespace jet::tokenizer {
 
 class Vocabulary {
@@ -20,11 +19,9 @@ class Vocabulary {
   void add(int32_t id, std::string text, bool special, std::string_view where);
 
   int32_t find(std::string_view text) const;  // -1 if absent
-  bool contains(int32_t id) const {
-    return id >= 0 && static_cast<size_t>(id) < entries_.size() && entries_[id].known;
-  }
-  const std::string& text(int32_t id) const { return entries_[id].text; }    // needs contains(id)
-  std::string_view bytes(int32_t id) const { return entries_[id].bytes; }    // needs contains(id)
+  bool contains(int32_t id) const { return id >= 0 && static_cast<size_t>(id) < entries_.size() && entries_[id].known; }
+  const std::string& text(int32_t id) const { return entries_[id].text; }  // needs contains(id)
+  std::string_view bytes(int32_t id) const { return entries_[id].bytes; }  // needs contains(id)
   bool is_special(int32_t id) const { return contains(id) && entries_[id].special; }
   size_t size() const { return entries_.size(); }  // largest id + 1
   void reserve(size_t count);

@@ -39,7 +39,8 @@ TEST(BadTokenizerFile, NotJson) {
 }
 
 TEST(BadTokenizerFile, MissingFile) {
-  EXPECT_MESSAGE_HAS(error_of([] { Tokenizer::from_file("/nonexistent/tokenizer.json"); }), "/nonexistent/tokenizer.json");
+  EXPECT_MESSAGE_HAS(error_of([] { Tokenizer::from_file("/nonexistent/tokenizer.json"); }),
+                     "/nonexistent/tokenizer.json");
   EXPECT_MESSAGE_HAS(error_of([] { Tokenizer::from_dir("/nonexistent/model"); }), "/nonexistent/model");
 }
 
@@ -131,14 +132,21 @@ TEST(BadTokenizerConfig, UnknownSpecialTokenAndBadKey) {
   std::string dir = test::write_temp_dir(tokenizer, {{"eos_token", "<nope>"}});
   EXPECT_MESSAGE_HAS(error_of([&] { Tokenizer::from_dir(dir); }), "eos_token '<nope>' is not a token");
   dir = test::write_temp_dir(tokenizer, {{"added_tokens_decoder", {{"abc", {{"content", "<y>"}}}}}});
-  EXPECT_MESSAGE_HAS(error_of([&] { Tokenizer::from_dir(dir); }), "added_tokens_decoder[\"abc\"]: the key must be a token id");
+  EXPECT_MESSAGE_HAS(error_of([&] { Tokenizer::from_dir(dir); }),
+                     "added_tokens_decoder[\"abc\"]: the key must be a token id");
   dir = test::write_temp_dir(tokenizer, {{"added_tokens_decoder", {{"98", {{"content", "<y>"}}}}}});
-  EXPECT_MESSAGE_HAS(error_of([&] { Tokenizer::from_dir(dir); }), "tokenizer_config.json: added_tokens_decoder[\"98\"]: id 98 is given to both");
+  EXPECT_MESSAGE_HAS(error_of([&] { Tokenizer::from_dir(dir); }),
+                     "tokenizer_config.json: added_tokens_decoder[\"98\"]: id 98 is given to both");
 }
 
 TEST(BadText, InvalidUtf8NamesTheOffset) {
   const Tokenizer& t = test::qwen3();
-  EXPECT_MESSAGE_HAS(error_of([&] { t.encode("abc\xFF" "def"); }), "invalid UTF-8 at byte offset 3 (byte 0xff)");
+  EXPECT_MESSAGE_HAS(error_of([&] {
+                       t.encode(
+                           "abc\xFF"
+                           "def");
+                     }),
+                     "invalid UTF-8 at byte offset 3 (byte 0xff)");
   EXPECT_MESSAGE_HAS(error_of([&] { t.encode("\xE4\xB8\x96\xE4\xB8"); }), "invalid UTF-8 at byte offset 3");
   EXPECT_MESSAGE_HAS(error_of([&] { t.encode("\xED\xA0\x80"); }), "invalid UTF-8 at byte offset 0");
 }

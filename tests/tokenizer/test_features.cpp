@@ -15,8 +15,8 @@ using Ids = std::vector<int32_t>;
 Tokenizer load(const json& spec) { return Tokenizer::from_file(test::write_temp_file("tokenizer.json", spec.dump())); }
 
 json added_token(int id, const std::string& content, bool special = false) {
-  return {{"id", id}, {"content", content}, {"special", special}, {"single_word", false},
-          {"lstrip", false}, {"rstrip", false}, {"normalized", false}};
+  return {{"id", id},        {"content", content}, {"special", special}, {"single_word", false},
+          {"lstrip", false}, {"rstrip", false},    {"normalized", false}};
 }
 
 // A tiny tokenizer whose vocabulary also has `extra` (in byte-level form) at ids 300, 301, ...
@@ -89,12 +89,14 @@ TEST(SplitPreTokenizer, LiteralStringPatternIsNotARegex) {
 
 json template_processing() {
   return {{"type", "TemplateProcessing"},
-          {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
-                      {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-                      {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}}},
+          {"single",
+           {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+            {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+            {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}}},
           {"pair", json::array()},
-          {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", json::array({300})}, {"tokens", json::array({"<s>"})}}},
-                              {"</s>", {{"id", "</s>"}, {"ids", json::array({301})}, {"tokens", json::array({"</s>"})}}}}}};
+          {"special_tokens",
+           {{"<s>", {{"id", "<s>"}, {"ids", json::array({300})}, {"tokens", json::array({"<s>"})}}},
+            {"</s>", {{"id", "</s>"}, {"ids", json::array({301})}, {"tokens", json::array({"</s>"})}}}}}};
 }
 
 json with_bos_eos(json spec) {
@@ -189,13 +191,12 @@ TEST(Normalizers, FormsAndSequences) {
 TEST(TokenizerConfig, AddsMissingTokensAndNamesSpecialIds) {
   json spec = tiny_tokenizer_json();
   spec["added_tokens"] = json::array({added_token(300, "<|endoftext|>", true)});
-  const json config = {
-      {"added_tokens_decoder",
-       {{"300", {{"content", "<|endoftext|>"}, {"special", true}}},
-        {"301", {{"content", "<|MASK|>"}, {"special", false}, {"normalized", false}}}}},
-      {"eos_token", {{"content", "<|endoftext|>"}, {"lstrip", false}}},
-      {"pad_token", "<|MASK|>"},
-      {"bos_token", nullptr}};
+  const json config = {{"added_tokens_decoder",
+                        {{"300", {{"content", "<|endoftext|>"}, {"special", true}}},
+                         {"301", {{"content", "<|MASK|>"}, {"special", false}, {"normalized", false}}}}},
+                       {"eos_token", {{"content", "<|endoftext|>"}, {"lstrip", false}}},
+                       {"pad_token", "<|MASK|>"},
+                       {"bos_token", nullptr}};
   const Tokenizer t = Tokenizer::from_dir(test::write_temp_dir(spec, config));
   EXPECT_EQ(t.token_to_id("<|MASK|>"), 301);
   EXPECT_EQ(t.encode("x<|MASK|>"), (Ids{120, 301}));

@@ -43,8 +43,7 @@ TEST(Qwen3Vectors, DecodeCases) {
   ASSERT_EQ(cases.size(), 8u);
   for (const auto& c : cases) {
     SCOPED_TRACE(c.dump());
-    EXPECT_EQ(qwen3().decode(ids_of(c), c.at("skip_special_tokens").get<bool>()),
-              c.at("text").get<std::string>());
+    EXPECT_EQ(qwen3().decode(ids_of(c), c.at("skip_special_tokens").get<bool>()), c.at("text").get<std::string>());
   }
 }
 

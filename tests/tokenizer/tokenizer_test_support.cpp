@@ -1,12 +1,12 @@
 // Implementation of the tokenizer test helpers.
 #include "tokenizer_test_support.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
-
-#include <unistd.h>
 
 #include "tokenizer/byte_level.h"
 

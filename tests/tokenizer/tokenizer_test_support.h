@@ -3,17 +3,16 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "jet/tokenizer.h"
 
 namespace jet::test {
 
 std::string repo_path(const std::string& relative);  // JET_REPO_DIR/relative
-std::string qwen3_dir();                              // models/qwen3-tokenizer
+std::string qwen3_dir();                             // models/qwen3-tokenizer
 
 // The Qwen3 tokenizer from qwen3_dir(), loaded once for all tests.
 const Tokenizer& qwen3();
