@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -115,9 +116,24 @@ std::string make_mixed_text(size_t bytes) {
   return text;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
+// Wall-clock and CPU time of one phase: on a busy machine the CPU time shows the cost itself.
+class Timer {
+ public:
+  Timer() : wall_start_(std::chrono::steady_clock::now()), cpu_start_(thread_cpu_seconds()) {}
+  double wall_seconds() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start_).count();
+  }
+  double cpu_seconds() const { return thread_cpu_seconds() - cpu_start_; }
+
+ private:
+  static double thread_cpu_seconds() {
+    timespec now{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+  }
+  std::chrono::steady_clock::time_point wall_start_;
+  double cpu_start_;
+};
 
 }  // namespace
 
@@ -128,24 +144,25 @@ int main(int argc, char** argv) {
     const std::string text = make_mixed_text(static_cast<size_t>(megabytes * 1e6));
     const double mb = static_cast<double>(text.size()) / 1e6;
 
-    auto start = std::chrono::steady_clock::now();
+    const Timer load_timer;
     const jet::Tokenizer tokenizer = jet::Tokenizer::from_file(dir + "/tokenizer.json");
-    const double load_s = seconds_since(start);
+    const double load_wall = load_timer.wall_seconds(), load_cpu = load_timer.cpu_seconds();
 
-    start = std::chrono::steady_clock::now();
+    const Timer encode_timer;
     const std::vector<int32_t> ids = tokenizer.encode(text);
-    const double encode_s = seconds_since(start);
+    const double encode_wall = encode_timer.wall_seconds(), encode_cpu = encode_timer.cpu_seconds();
 
-    start = std::chrono::steady_clock::now();
+    const Timer decode_timer;
     const std::string decoded = tokenizer.decode(ids);
-    const double decode_s = seconds_since(start);
+    const double decode_wall = decode_timer.wall_seconds(), decode_cpu = decode_timer.cpu_seconds();
 
-    std::printf("tokenizer.json load: %.3f s\n", load_s);
+    std::printf("tokenizer.json load: %.3f s wall, %.3f s CPU\n", load_wall, load_cpu);
     std::printf("text: %.2f MB, %zu tokens (%.2f bytes/token)\n", mb, ids.size(),
                 static_cast<double>(text.size()) / static_cast<double>(ids.size()));
-    std::printf("encode: %.3f s, %.1f MB/s, %.2f M tokens/s (one thread)\n", encode_s, mb / encode_s,
-                static_cast<double>(ids.size()) / encode_s / 1e6);
-    std::printf("decode: %.3f s, %.1f MB/s\n", decode_s, mb / decode_s);
+    std::printf("encode (one thread): %.3f s wall, %.3f s CPU; %.1f MB/s wall, %.1f MB/s CPU; %.2f M tokens/s wall\n",
+                encode_wall, encode_cpu, mb / encode_wall, mb / encode_cpu,
+                static_cast<double>(ids.size()) / encode_wall / 1e6);
+    std::printf("decode: %.3f s wall, %.3f s CPU; %.1f MB/s wall\n", decode_wall, decode_cpu, mb / decode_wall);
     std::printf("round trip: %s\n", decoded == text ? "ok" : "MISMATCH");
     return decoded == text ? 0 : 1;
   } catch (const std::exception& e) {
