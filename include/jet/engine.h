@@ -66,6 +66,16 @@ struct GenerationOutput {
   int prompt_len = 0;
 };
 
+// A weight handed over from the caller's host memory, under its HuggingFace name
+// (e.g. "model.layers.0.self_attn.q_proj.weight"), for the RL weight APIs.
+struct WeightView {
+  enum class DType { F32, F16, BF16 };
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;  // contiguous, row-major
+};
+
 // Progress of a generate call: prompts done, total, completion tokens produced so far.
 using ProgressFn = std::function<void(size_t done, size_t total, size_t completion_tokens)>;
 // Called once per finished prompt with its index in the submitted list (streaming).
@@ -98,6 +108,21 @@ class Engine {
   // on_output is called as each prompt finishes (in any order, with its index).
   void generate_streaming(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
                           int max_active, const OutputFn& on_output, const ProgressFn& progress = {});
+
+  // --- Weights between RL training steps (the original's APIs) ---
+  // Overwrites the named weights in place (the KV cache and everything else stay). Every view
+  // is checked (known name, shape, dtype) before any is written: on error nothing changes.
+  void update_weights(const std::vector<WeightView>& weights);
+  // Frees the weights (generation fails until load_weights / reload_from_path).
+  void offload_parameters();
+  // Frees the weights and the KV cache.
+  void free_all_resources();
+  // Loads a complete set of weights for the current model (after offload/free, or to replace
+  // them all); every tensor the model needs must be given.
+  void load_weights(const std::vector<WeightView>& weights);
+  // Loads the model folder `dir` (weights, config, tokenizer) and rebuilds the KV cache.
+  void reload_from_path(const std::string& dir);
+  bool has_weights() const;
 
   const Tokenizer& tokenizer() const;
   std::string apply_chat_template(const std::vector<ChatMessage>& messages,

@@ -12,11 +12,13 @@
 #include "engine/model_runner.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "model/tensor_source.h"
 #include "model/model.h"
 
 namespace jet {
 
 struct Engine::Impl {
+  const EngineOptions user_options;  // as given (options may be adjusted, e.g. max_model_len)
   EngineOptions options;
   std::shared_ptr<OpProfile> op_profile = std::make_shared<OpProfile>();
   std::unique_ptr<Backend> backend;
@@ -33,6 +35,11 @@ struct Engine::Impl {
 
   explicit Impl(const EngineOptions& opts);
 
+  // Sizes and allocates the KV cache and decode slots (again after free_all_resources).
+  void build_cache();
+  // What every generate call needs: weights and a cache.
+  void require_resources();
+
   std::vector<int32_t> encode_prompt(const Prompt& prompt) const;
   void check_fits(const Sequence& seq) const;
   std::vector<Sequence> make_sequences(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params);
@@ -45,7 +52,7 @@ struct Engine::Impl {
   GenerationOutput make_output(const Sequence& seq) const;
 };
 
-Engine::Impl::Impl(const EngineOptions& opts) : options(opts), tokenizer(Tokenizer::from_dir(opts.model)) {
+Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts), tokenizer(Tokenizer::from_dir(opts.model)) {
   JET_CHECK(options.max_num_seqs >= 1, "max_num_seqs must be >= 1, got ", options.max_num_seqs);
   JET_CHECK(options.max_model_len >= 1, "max_model_len must be >= 1, got ", options.max_model_len);
   JET_CHECK(options.kvcache_page_size >= 1, "kvcache_page_size must be >= 1, got ", options.kvcache_page_size);
@@ -72,27 +79,7 @@ Engine::Impl::Impl(const EngineOptions& opts) : options(opts), tokenizer(Tokeniz
     options.max_model_len = c.max_positions;
   }
 
-  const int page_size = options.kvcache_page_size;
-  const size_t bytes_per_page = size_t{2} * c.layers * page_size * c.kv_heads * c.head_dim *
-                                dtype_size(backend->compute_dtype());
-  int64_t pages = options.num_kvcache_pages;
-  if (pages <= 0) {
-    const size_t budget =
-        options.kv_cache_memory_bytes > 0 ? size_t(options.kv_cache_memory_bytes) : backend->default_kv_budget_bytes();
-    // Never more than every slot at full length needs.
-    const int64_t useful = int64_t{options.max_num_seqs} * ((options.max_model_len + page_size - 1) / page_size);
-    pages = std::min<int64_t>(static_cast<int64_t>(budget / bytes_per_page), useful);
-  }
-  JET_CHECK(pages >= 1, "the KV-cache budget holds no page of ", bytes_per_page,
-            " bytes; raise kv_cache_memory_bytes or lower kvcache_page_size");
-  runner = std::make_unique<ModelRunner>(*model, block_length, options.max_num_seqs, static_cast<int>(pages), page_size);
-  SchedulerLimits sl;
-  sl.max_num_seqs = options.max_num_seqs;
-  sl.block_length = block_length;
-  sl.prefix_caching = options.enable_prefix_caching && c.block_causal;
-  scheduler = std::make_unique<Scheduler>(sl, static_cast<int>(pages), page_size);
-  log_info("KV cache: ", pages, " pages of ", page_size, " tokens (", pages * page_size, " tokens, ",
-           double(pages) * bytes_per_page / (1 << 20), " MiB) on ", backend->name());
+  build_cache();
 
   limits.block_length = block_length;
   limits.vocab = c.vocab;
@@ -115,9 +102,34 @@ Engine::Impl::Impl(const EngineOptions& opts) : options(opts), tokenizer(Tokeniz
   summary.block_length = block_length;
   summary.mask_token_id = mask_id;
   summary.eos_token_ids = limits.eos_ids;
+  summary.device = backend->name();
+}
+
+void Engine::Impl::build_cache() {
+  const ModelConfig& c = model->config();
+  const int page_size = options.kvcache_page_size;
+  const size_t bytes_per_page = size_t{2} * c.layers * page_size * c.kv_heads * c.head_dim *
+                                dtype_size(backend->compute_dtype());
+  int64_t pages = options.num_kvcache_pages;
+  if (pages <= 0) {
+    const size_t budget =
+        options.kv_cache_memory_bytes > 0 ? size_t(options.kv_cache_memory_bytes) : backend->default_kv_budget_bytes();
+    // Never more than every slot at full length needs.
+    const int64_t useful = int64_t{options.max_num_seqs} * ((options.max_model_len + page_size - 1) / page_size);
+    pages = std::min<int64_t>(static_cast<int64_t>(budget / bytes_per_page), useful);
+  }
+  JET_CHECK(pages >= 1, "the KV-cache budget holds no page of ", bytes_per_page,
+            " bytes; raise kv_cache_memory_bytes or lower kvcache_page_size");
+  runner = std::make_unique<ModelRunner>(*model, block_length, options.max_num_seqs, static_cast<int>(pages), page_size);
+  SchedulerLimits sl;
+  sl.max_num_seqs = options.max_num_seqs;
+  sl.block_length = block_length;
+  sl.prefix_caching = options.enable_prefix_caching && c.block_causal;
+  scheduler = std::make_unique<Scheduler>(sl, static_cast<int>(pages), page_size);
+  log_info("KV cache: ", pages, " pages of ", page_size, " tokens (", pages * page_size, " tokens, ",
+           double(pages) * bytes_per_page / (1 << 20), " MiB) on ", backend->name());
   summary.kv_pages = pages;
   summary.kv_page_size = page_size;
-  summary.device = backend->name();
 }
 
 std::vector<int32_t> Engine::Impl::encode_prompt(const Prompt& prompt) const {
@@ -153,8 +165,15 @@ void Engine::Impl::check_fits(const Sequence& seq) const {
             options.kvcache_page_size, "); lower max_tokens or give the cache more memory");
 }
 
+void Engine::Impl::require_resources() {
+  JET_CHECK(model->has_weights(), "the engine's weights were freed (offload_parameters / free_all_resources); "
+            "call load_weights or reload_from_path first");
+  if (!runner) build_cache();
+}
+
 std::vector<Sequence> Engine::Impl::make_sequences(const std::vector<Prompt>& prompts,
                                                    const std::vector<SamplingParams>& params) {
+  require_resources();
   JET_CHECK(!prompts.empty(), "the prompt list is empty");
   JET_CHECK(params.size() == 1 || params.size() == prompts.size(), "got ", params.size(),
             " sampling params for ", prompts.size(), " prompts: give one, or one per prompt");
@@ -333,6 +352,58 @@ void Engine::generate_streaming(const std::vector<Prompt>& prompts, const std::v
   std::vector<Sequence> seqs = impl_->make_sequences(prompts, params);
   impl_->run(seqs, max_active > 0 ? max_active : impl_->options.max_num_seqs, on_output, progress);
 }
+
+namespace {
+
+// The caller's views as a TensorSource (no copy: the data stays where the caller keeps it).
+TensorMap as_tensor_map(const std::vector<WeightView>& views, const std::string& what) {
+  TensorMap map(what);
+  for (const WeightView& v : views) {
+    TensorInfo t;
+    t.name = v.name;
+    t.dtype = v.dtype == WeightView::DType::F32 ? DType::F32 : v.dtype == WeightView::DType::F16 ? DType::F16 : DType::BF16;
+    t.shape = v.shape;
+    int64_t n = 1;
+    for (int64_t d : v.shape) {
+      JET_CHECK(d >= 0, what, ": tensor '", v.name, "' has a negative dimension");
+      n *= d;
+    }
+    JET_CHECK(v.data || n == 0, what, ": tensor '", v.name, "' has no data");
+    t.data = v.data;
+    t.nbytes = static_cast<size_t>(n) * dtype_size(t.dtype);
+    map.add(std::move(t));
+  }
+  return map;
+}
+
+}  // namespace
+
+void Engine::update_weights(const std::vector<WeightView>& weights) {
+  impl_->model->update(as_tensor_map(weights, "update_weights"));
+}
+
+void Engine::offload_parameters() { impl_->model->release(); }
+
+void Engine::free_all_resources() {
+  impl_->model->release();
+  impl_->scheduler.reset();
+  impl_->runner.reset();
+}
+
+void Engine::load_weights(const std::vector<WeightView>& weights) {
+  impl_->model->load(as_tensor_map(weights, "load_weights"));
+}
+
+void Engine::reload_from_path(const std::string& dir) {
+  EngineOptions opts = impl_->user_options;
+  opts.model = dir;
+  // Free the old engine's memory first (RL loops reload a model the size of the current one);
+  // if the new one fails to load, this engine has no weights and says so.
+  free_all_resources();
+  impl_ = std::make_unique<Impl>(opts);
+}
+
+bool Engine::has_weights() const { return impl_->model->has_weights(); }
 
 const Tokenizer& Engine::tokenizer() const { return impl_->tokenizer; }
 

@@ -11,17 +11,19 @@
 #include <vector>
 
 #include "model/safetensors.h"
+#include "model/tensor_source.h"
 
 namespace jet {
 
-class Checkpoint {
+class Checkpoint final : public TensorSource {
  public:
   explicit Checkpoint(const std::string& model_dir);  // maps and validates every shard
 
   const std::string& dir() const { return dir_; }
-  const TensorInfo* find(const std::string& name) const;  // nullptr when absent
+  const TensorInfo* find(const std::string& name) const override;  // nullptr when absent
   const TensorInfo& get(const std::string& name) const;   // throws naming the tensor and the directory
-  std::vector<std::string> names() const;                 // sorted
+  std::vector<std::string> names() const override;                 // sorted
+  std::string description() const override { return dir_; }
   size_t shard_count() const { return shards_.size(); }
 
   int64_t parameter_count() const;  // elements over all tensors

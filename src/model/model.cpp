@@ -3,8 +3,7 @@
 
 namespace jet {
 
-Model::Model(ModelConfig config, ModelWeights weights, Backend& backend)
-    : config_(std::move(config)), weights_(std::move(weights)), backend_(backend) {}
+Model::Model(ModelConfig config, Backend& backend) : config_(std::move(config)), backend_(backend) {}
 
 Tensor Model::scratch(int slot, DType dtype, std::initializer_list<int64_t> dims) {
   if (static_cast<int>(scratch_.size()) <= slot) scratch_.resize(slot + 1);
@@ -14,6 +13,8 @@ Tensor Model::scratch(int slot, DType dtype, std::initializer_list<int64_t> dims
 }
 
 void Model::forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, Tensor* logits) {
+  JET_CHECK(has_weights(), "the model's weights were freed (offload_parameters / free_all_resources); "
+            "load them again (load_weights / reload_from_path) before generating");
   const ModelConfig& c = config_;
   const int64_t T = batch.host.num_tokens;
   const DType act = backend_.compute_dtype();

@@ -4,16 +4,16 @@
 // llada.cpp), so one forward serves them all.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
 #include "model/model_config.h"
+#include "model/tensor_source.h"
 
 namespace jet {
-
-class Checkpoint;
 
 struct LayerWeights {
   Tensor attn_norm;       // [H]
@@ -35,12 +35,27 @@ struct ModelWeights {
   std::vector<Buffer> storage;
 };
 
+// Where one checkpoint tensor lives inside the (possibly stacked) backend tensors.
+struct WeightSlot {
+  void* data = nullptr;  // first element of this tensor's part
+  int64_t numel = 0;
+};
+
 class Model {
  public:
-  Model(ModelConfig config, ModelWeights weights, Backend& backend);
+  Model(ModelConfig config, Backend& backend);
 
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }
+  bool has_weights() const { return !weights_.storage.empty(); }
+
+  // Replaces every weight with the source's (each expected tensor must be there, see
+  // weight_map.h); throws before touching the current weights if the source does not match.
+  void load(const TensorSource& source);
+  // Overwrites the source's tensors in place, after checking every name, shape and dtype.
+  void update(const TensorSource& source);
+  // Frees the weights.
+  void release();
 
   // Runs every layer over the batch's tokens `ids` (i32 [T]), writing their K/V into `kv`.
   // When `logits` is given (f32 [R, V], R <= T), writes the logits of rows [0, R).
@@ -50,8 +65,9 @@ class Model {
   Tensor scratch(int slot, DType dtype, std::initializer_list<int64_t> dims);
 
   ModelConfig config_;
-  ModelWeights weights_;
   Backend& backend_;
+  ModelWeights weights_;
+  std::map<std::string, WeightSlot> slots_;  // checkpoint name -> place in weights_
   std::vector<Buffer> scratch_;  // activation buffers, grown on demand and reused
 };
 

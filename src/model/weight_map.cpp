@@ -164,12 +164,12 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
   return out;
 }
 
-WeightReport validate_weights(const ModelConfig& config, const Checkpoint& checkpoint) {
+WeightReport validate_weights(const ModelConfig& config, const TensorSource& source) {
   WeightReport report;
   std::unordered_set<std::string> expected_names;
   for (const ExpectedTensor& want : expected_tensors(config)) {
     expected_names.insert(want.name);
-    const TensorInfo* have = checkpoint.find(want.name);
+    const TensorInfo* have = source.find(want.name);
     if (!have) {
       report.problems.push_back(
           str("missing tensor '", want.name, "' (expected shape ", shape_string(want.shape), ")"));
@@ -184,18 +184,18 @@ WeightReport validate_weights(const ModelConfig& config, const Checkpoint& check
                                     ", expected a float dtype (BF16, F16 or F32)"));
     }
   }
-  for (const std::string& name : checkpoint.names()) {
+  for (const std::string& name : source.names()) {
     if (!expected_names.count(name)) report.unexpected.push_back(name);
   }
   return report;
 }
 
-void require_valid_weights(const ModelConfig& config, const Checkpoint& checkpoint) {
-  const WeightReport report = validate_weights(config, checkpoint);
+void require_valid_weights(const ModelConfig& config, const TensorSource& source) {
+  const WeightReport report = validate_weights(config, source);
   if (report.ok()) return;
   // A wrong config can make every tensor mismatch; the first few problems tell the story.
   constexpr size_t kMaxListed = 10;
-  std::string message = str(checkpoint.dir(), ": checkpoint does not match config.json (", report.problems.size(),
+  std::string message = str(source.description(), ": weights do not match config.json (", report.problems.size(),
                             " problem", report.problems.size() == 1 ? "" : "s", ")");
   for (size_t i = 0; i < report.problems.size() && i < kMaxListed; ++i) message += "\n  " + report.problems[i];
   if (report.problems.size() > kMaxListed) message += str("\n  ... and ", report.problems.size() - kMaxListed, " more");

@@ -54,10 +54,10 @@ struct WeightReport {
   bool ok() const { return problems.empty(); }
 };
 
-WeightReport validate_weights(const ModelConfig& config, const Checkpoint& checkpoint);
+WeightReport validate_weights(const ModelConfig& config, const TensorSource& source);
 
 // validate_weights, throwing one jet::Error that lists the problems when there are any.
-void require_valid_weights(const ModelConfig& config, const Checkpoint& checkpoint);
+void require_valid_weights(const ModelConfig& config, const TensorSource& source);
 
 // "[151936, 2560]"
 std::string shape_string(const std::vector<int64_t>& shape);

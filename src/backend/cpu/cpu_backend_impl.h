@@ -42,6 +42,9 @@ class CpuBackend final : public Backend {
 // loop explicitly because omp_set_num_threads only reaches the calling thread, and the engine
 // may run ops from another thread than the one that made the backend.
 int thread_count();
+// Threads for a loop over `work` cheap elements: one below a grain, since waking a thread pool
+// costs more than a few thousand additions (and far more when the cores are busy).
+inline int threads_for(int64_t work) { return work < (int64_t{1} << 15) ? 1 : thread_count(); }
 
 // Throws jet::Error naming the op and the tensor unless t has this dtype and shape (a -1 entry
 // in dims matches any size).
