@@ -161,7 +161,7 @@ TEST(WeightMap, ReportsMissingTensor) {
   ASSERT_EQ(report.problems.size(), 1u);
   EXPECT_EQ(report.problems[0], "missing tensor 'model.layers.1.mlp.up_proj.weight' (expected shape [128, 64])");
   expect_error([&] { require_valid_weights(m.config, Checkpoint(m.dir.path())); },
-               {m.dir.path().string(), "does not match config.json (1 problem)", "missing tensor"});
+               {m.dir.path().string(), "weights do not match config.json (1 problem)", "missing tensor"});
 }
 
 TEST(WeightMap, ReportsWrongShape) {
