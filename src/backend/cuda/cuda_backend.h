@@ -1,0 +1,67 @@
+// The CUDA backend: bf16 weights, activations and KV cache, fp32 accumulation and statistics,
+// fp32 logits; the decode state lives on the device. Each op family has its own .cu file; this
+// header is the class they all implement. Only src/backend/cuda includes CUDA headers.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace jet::cuda {
+
+class GemmPlans;  // gemm_plans.h: cuBLASLt descriptors and algorithm per matmul shape
+
+// Throws jet::Error naming the call and CUDA's message (every CUDA call is checked).
+void check(cudaError_t status, const char* what);
+void check(cublasStatus_t status, const char* what);
+#define JET_CUDA_CHECK(call) ::jet::cuda::check((call), #call)
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device);
+  ~CudaBackend() override;
+
+  std::string name() const override;
+  DType compute_dtype() const override { return DType::BF16; }
+
+  Buffer alloc(size_t bytes) override;
+  void upload(void* dst, const void* src, size_t bytes) override;
+  void download(void* dst, const void* src, size_t bytes) override;
+  void synchronize() override;
+  size_t default_kv_budget_bytes() const override;
+
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;            // elementwise.cu
+  void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;                     // gemm.cu
+  void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;         // norm_rope.cu
+  void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
+  void qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const ForwardBatch& batch,
+                    float rope_theta, int nh, int nkv, int hd) override;
+  void attention(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int page_size, const ForwardBatch& batch,
+                 int nh, int nkv, int hd, Tensor& out) override;                            // attention.cu
+  void swiglu(const Tensor& gate_up, Tensor& out) override;                                // elementwise.cu
+  void moe(const Tensor& x, const MoeWeights& w, Tensor& out) override;                    // moe.cu
+  void gather_block_tokens(const DecodeState& st, const Tensor& slots, Tensor& ids) override;  // elementwise.cu
+  void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) override;  // decode.cu
+
+  cudaStream_t stream() const { return stream_; }
+  cublasLtHandle_t lt() const { return lt_; }
+  void* gemm_workspace() const { return workspace_; }
+  size_t gemm_workspace_bytes() const { return workspace_bytes_; }
+
+ private:
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  std::unique_ptr<GemmPlans> gemm_plans_;
+};
+
+// Whether a CUDA device is visible (false, not an error, when none is).
+bool device_available();
+
+}  // namespace jet::cuda
