@@ -15,27 +15,29 @@ namespace {
 // (the ids case of the same name passes), because BPE sees the same bytes either way.
 constexpr const char* kUnicode15Case = "unicode15_new_letters";
 
-class Qwen3PreTokenize : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    std::ifstream in(test::qwen3_dir() + "/tokenizer.json");
-    const auto spec = nlohmann::json::parse(in);
-    normalizer_ = new tokenizer::Normalizer(tokenizer::Normalizer::from_json(spec.at("normalizer")));
-    pre_tokenizer_ = new tokenizer::PreTokenizer(tokenizer::PreTokenizer::from_json(spec.at("pre_tokenizer")));
-  }
-  static void TearDownTestSuite() {
-    delete normalizer_;
-    delete pre_tokenizer_;
-  }
-  static std::vector<std::string> split(const std::string& text) {
-    std::string scratch;
-    return pre_tokenizer_->split(normalizer_->apply(text, scratch));
-  }
-  static inline tokenizer::Normalizer* normalizer_ = nullptr;
-  static inline tokenizer::PreTokenizer* pre_tokenizer_ = nullptr;
+// Qwen3's normaliser and pre-tokenizer, built from its tokenizer.json once.
+struct Qwen3Split {
+  tokenizer::Normalizer normalizer;
+  tokenizer::PreTokenizer pre_tokenizer;
 };
 
-TEST_F(Qwen3PreTokenize, PiecesMatchHuggingFace) {
+const Qwen3Split& qwen3_split_steps() {
+  static const Qwen3Split steps = [] {
+    std::ifstream in(test::qwen3_dir() + "/tokenizer.json");
+    const auto spec = nlohmann::json::parse(in);
+    return Qwen3Split{tokenizer::Normalizer::from_json(spec.at("normalizer")),
+                      tokenizer::PreTokenizer::from_json(spec.at("pre_tokenizer"))};
+  }();
+  return steps;
+}
+
+std::vector<std::string> split(const std::string& text) {
+  std::string scratch;
+  const Qwen3Split& steps = qwen3_split_steps();
+  return steps.pre_tokenizer.split(steps.normalizer.apply(text, scratch));
+}
+
+TEST(Qwen3PreTokenize, PiecesMatchHuggingFace) {
   const auto cases = test::read_cases("qwen3_pretokenize_cases.jsonl");
   ASSERT_EQ(cases.size(), 79u);
   for (const auto& c : cases) {
@@ -46,7 +48,7 @@ TEST_F(Qwen3PreTokenize, PiecesMatchHuggingFace) {
   }
 }
 
-TEST_F(Qwen3PreTokenize, Unicode15LettersAreTheOnlyKnownDifference) {
+TEST(Qwen3PreTokenize, Unicode15LettersAreTheOnlyKnownDifference) {
   for (const auto& c : test::read_cases("qwen3_pretokenize_cases.jsonl")) {
     if (c.at("name") != kUnicode15Case) continue;
     const auto pieces = split(c.at("text").get<std::string>());
