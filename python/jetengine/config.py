@@ -1,0 +1,120 @@
+"""Config: the keyword arguments of `LLM(model, **kwargs)` — the original JetEngine's Config fields
+with their defaults, plus a few of ours — checked and mapped onto the C++ engine's options."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from . import _jetengine
+from ._checks import check_bool, check_choice, check_float, check_int
+
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "bfloat16", "float16", "float32")
+
+
+@dataclass
+class Config:
+    """Engine settings. Fields of the original that this engine has no use for are accepted (so
+    scripts written for it run unchanged) and checked, but have no effect; they are marked below.
+
+    model: a local HuggingFace model folder.
+    max_num_batched_tokens: no effect (the original used it only to size its warm-up).
+    max_num_seqs: sequences decoded together at most.
+    max_model_len: prompt + completion tokens of one sequence at most (clamped to the model's
+        max_position_embeddings).
+    gpu_memory_utilization: no effect; the KV cache is sized by kv_cache_memory_bytes.
+    tensor_parallel_size: must be 1 (one device per engine).
+    enforce_eager: no effect.
+    diversity_enforce, epsilon_greedy: the original's exploration modifiers are not implemented;
+        True is an error. diversity_enforce_barrier and epsilon are checked, with no effect.
+    kvcache_block_size: tokens per KV-cache page; a multiple of block_length.
+    num_kvcache_blocks: KV-cache pages; -1 = as many as kv_cache_memory_bytes allows.
+    mask_token_id: -1 = the model's (config.json, else the family's default). The original
+        required it.
+    block_length: the diffusion block length; None = the block size the model was trained with
+        (the original defaulted to 4, which every released SDAR model uses).
+    dtype: no effect; the backend picks its compute dtype (CPU: float32, CUDA: bfloat16).
+    Ours: device ("auto", "cpu", "cuda"); num_threads (CPU threads, 0 = all cores);
+    kv_cache_memory_bytes (KV-cache budget, 0 = the backend's default); enable_prefix_caching.
+    """
+
+    model: str
+    max_num_batched_tokens: int = 131072
+    max_num_seqs: int = 512
+    max_model_len: int = 4096
+    gpu_memory_utilization: float = 0.8
+    tensor_parallel_size: int = 1
+    enforce_eager: bool = False
+    diversity_enforce: bool = False
+    diversity_enforce_barrier: int = 100
+    epsilon_greedy: bool = False
+    epsilon: float = 0.1
+    kvcache_block_size: int = 256
+    num_kvcache_blocks: int = -1
+    mask_token_id: int = -1
+    block_length: Optional[int] = None
+    dtype: str = "auto"
+    device: str = "auto"
+    num_threads: int = 0
+    kv_cache_memory_bytes: int = 0
+    enable_prefix_caching: bool = True
+
+    def __post_init__(self):
+        if not isinstance(self.model, (str, os.PathLike)):
+            raise TypeError(f"model must be a path to a model folder, got {type(self.model).__name__}")
+        self.model = os.fspath(self.model)
+        if not os.path.isdir(self.model):
+            raise ValueError(f"model must be a local model folder; {self.model!r} is not a directory")
+        check_int("max_num_batched_tokens", self.max_num_batched_tokens, minimum=1)
+        check_int("max_num_seqs", self.max_num_seqs, minimum=1, maximum=2**31 - 1)
+        check_int("max_model_len", self.max_model_len, minimum=1, maximum=2**31 - 1)
+        check_float("gpu_memory_utilization", self.gpu_memory_utilization, maximum=1.0, above=0.0)
+        if check_int("tensor_parallel_size", self.tensor_parallel_size, minimum=1) != 1:
+            raise ValueError(f"tensor_parallel_size={self.tensor_parallel_size}: this engine runs each model on one "
+                             "device; tensor parallelism is not supported (use 1)")
+        check_bool("enforce_eager", self.enforce_eager)
+        for name in ("diversity_enforce", "epsilon_greedy"):
+            if check_bool(name, getattr(self, name)):
+                raise ValueError(f"{name}=True is not supported: the original's exploration modifiers are not "
+                                 "implemented (sample with temperature / top-k / top-p instead)")
+        check_int("diversity_enforce_barrier", self.diversity_enforce_barrier, minimum=0)
+        check_float("epsilon", self.epsilon, minimum=0.0, maximum=1.0)
+        check_int("kvcache_block_size", self.kvcache_block_size, minimum=1, maximum=2**31 - 1)
+        if check_int("num_kvcache_blocks", self.num_kvcache_blocks, minimum=-1) == 0:
+            raise ValueError("num_kvcache_blocks must be -1 (automatic) or >= 1, got 0")
+        check_int("mask_token_id", self.mask_token_id, minimum=-1, maximum=2**31 - 1)
+        if self.block_length is not None:
+            check_int("block_length", self.block_length, minimum=1, maximum=2**31 - 1)
+        check_choice("dtype", self.dtype, DTYPES)
+        check_choice("device", self.device, DEVICES)
+        check_int("num_threads", self.num_threads, minimum=0, maximum=2**31 - 1)
+        check_int("kv_cache_memory_bytes", self.kv_cache_memory_bytes, minimum=0)
+        check_bool("enable_prefix_caching", self.enable_prefix_caching)
+
+    @classmethod
+    def from_kwargs(cls, model, kwargs):
+        """Like Config(model, **kwargs), but unknown names are reported as LLM arguments."""
+        known = {f.name for f in dataclasses.fields(cls)} - {"model"}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise TypeError(f"LLM() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}; "
+                            f"accepted: {', '.join(sorted(known))}")
+        return cls(model, **kwargs)
+
+    def engine_options(self):
+        options = _jetengine.EngineOptions()
+        options.model = self.model
+        options.device = self.device
+        options.mask_token_id = self.mask_token_id
+        options.block_length = self.block_length or 0
+        options.max_num_seqs = self.max_num_seqs
+        options.max_model_len = self.max_model_len
+        options.kvcache_page_size = self.kvcache_block_size
+        options.num_kvcache_pages = self.num_kvcache_blocks
+        options.kv_cache_memory_bytes = self.kv_cache_memory_bytes
+        options.enable_prefix_caching = self.enable_prefix_caching
+        options.num_threads = self.num_threads
+        return options

@@ -1,0 +1,138 @@
+"""LLM: the original JetEngine's engine object (generate, generate_streaming, the tokenizer and the
+RL weight APIs) over the C++ engine."""
+
+import dataclasses
+import os
+
+from . import _jetengine
+from ._checks import check_bool, check_int, check_token_ids
+from .config import Config
+from .progress import Progress
+from .sampling_params import SamplingParams
+from .tokenizer import Tokenizer
+from .weights import model_weights, named_weights
+
+
+class LLM:
+    """A block diffusion language model, ready to generate.
+
+    LLM(model, **kwargs): `model` is a local HuggingFace folder (config.json, *.safetensors,
+    tokenizer.json, tokenizer_config.json); the keyword arguments are the fields of
+    jetengine.config.Config (the original's names and defaults); unknown ones raise TypeError.
+
+    Both generate functions return one dict per prompt, in submission order, with the keys
+    text (prompt + completion, special tokens kept), token_ids (prompt + completion), trajectory
+    (per completion token, the 1-based denoising step that unmasked it), logprobs, entropies (one
+    per completion token), completion_ids, completion_text (special tokens skipped),
+    finish_reason ("stop" or "length"), num_forwards and prompt_len. Text prompts are encoded
+    with tokenizer.encode (HuggingFace's default special tokens, as the original did).
+    The GIL is released while the engine runs; Ctrl-C raises KeyboardInterrupt once the next
+    prompt finishes, and the engine stays usable.
+    """
+
+    def __init__(self, model, **kwargs):
+        self.config = Config.from_kwargs(model, kwargs)
+        self._engine = _jetengine.Engine(self.config.engine_options())
+        self.tokenizer = Tokenizer(self._engine)
+
+    @property
+    def summary(self):
+        """What the loaded model is: model_type, num_layers, hidden, heads, kv_heads, head_dim,
+        vocab, block_length, mask_token_id, eos_token_ids, kv_pages, kv_page_size, device."""
+        return self._engine.summary()
+
+    def generate(self, prompts, sampling_params=None, use_tqdm=True):
+        """Decodes every prompt (all submitted at once; max_num_seqs run together).
+
+        prompts: a list of str or a list of token-id lists. sampling_params: one SamplingParams
+        for all prompts or a list with one per prompt (None = SamplingParams()).
+        """
+        return self._run(prompts, sampling_params, use_tqdm, "Generating", self._engine.generate)
+
+    def generate_streaming(self, prompts, sampling_params=None, max_active=None, use_tqdm=True):
+        """Like generate, with at most max_active prompts in the engine at any time; a new one
+        enters as soon as one finishes (None = max_num_seqs). Returns when all are done."""
+        window = 0 if max_active is None else check_int("max_active", max_active, minimum=1, maximum=2**31 - 1)
+
+        def run(prompt_ids, params, progress):
+            return self._engine.generate_streaming(prompt_ids, params, window, progress)
+
+        return self._run(prompts, sampling_params, use_tqdm, "Streaming", run)
+
+    def update_weights(self, weights):
+        """Overwrites the named weights in place; the KV cache and all other weights stay.
+
+        weights: a dict {name: tensor} or an iterable of (name, tensor) pairs, with HuggingFace
+        names ("model.layers.0.self_attn.q_proj.weight"; without the leading "model." also
+        works). Tensors: numpy arrays, torch tensors (any device; copied to the CPU) or anything
+        with the buffer protocol or DLPack, in float32, float16, bfloat16 or float64. Every
+        tensor is checked first: an unknown name or a wrong shape raises ValueError naming it,
+        and then nothing has changed.
+        """
+        self._engine.update_weights(named_weights(weights, "weights"))
+
+    def reload_from_hf_model(self, hf_model):
+        """Loads all weights from an in-memory model (anything with state_dict() or
+        named_parameters(), e.g. a transformers model being trained), after
+        free_all_resources() / offload_parameters() or to replace every weight. A missing or
+        mis-shaped tensor raises ValueError naming it, and the current weights stay."""
+        self._engine.load_weights(model_weights(hf_model))
+
+    def reload_from_path(self, path):
+        """Loads the model folder `path` (weights, config and tokenizer) and rebuilds the KV
+        cache, with this engine's settings."""
+        config = dataclasses.replace(self.config, model=path)  # checks that it is a folder
+        self._engine.reload_from_path(config.model)
+        self.config = config
+
+    def offload_parameters(self, include_buffers=False):
+        """Frees the weights; the KV cache stays. Generation raises RuntimeError until the
+        weights come back (reload_from_hf_model / reload_from_path). include_buffers is the
+        original's flag and has no effect here: the engine keeps no weight-sized buffers."""
+        check_bool("include_buffers", include_buffers)
+        self._engine.offload_parameters()
+
+    def free_all_resources(self):
+        """Frees the weights and the KV cache (the cache is rebuilt by the next generate after
+        the weights are back)."""
+        self._engine.free_all_resources()
+
+    def has_weights(self):
+        return self._engine.has_weights()
+
+    def _run(self, prompts, sampling_params, use_tqdm, description, run):
+        prompt_ids = self._prompt_ids(prompts)
+        params = _engine_params(sampling_params, len(prompt_ids))
+        check_bool("use_tqdm", use_tqdm)
+        if not prompt_ids:
+            return []
+        if not self._engine.has_weights():
+            raise RuntimeError("the engine holds no weights (offload_parameters / free_all_resources freed them): "
+                               "call reload_from_hf_model(model) or reload_from_path(dir) first")
+        with Progress(len(prompt_ids), use_tqdm, description) as progress:
+            return run(prompt_ids, params, progress.callback())
+
+    def _prompt_ids(self, prompts):
+        if isinstance(prompts, (str, bytes)) or not isinstance(prompts, (list, tuple)):
+            raise TypeError(f"prompts must be a list of str or a list of token-id lists, got {type(prompts).__name__}"
+                            + ("; wrap a single prompt in a list" if isinstance(prompts, str) else ""))
+        return [self.tokenizer.encode(p) if isinstance(p, str) else check_token_ids(f"prompts[{i}]", p)
+                for i, p in enumerate(prompts)]
+
+
+def _engine_params(sampling_params, count):
+    """One checked C++ SamplingParams for all prompts, or one per prompt."""
+    if sampling_params is None:
+        sampling_params = SamplingParams()
+    if isinstance(sampling_params, SamplingParams):
+        return [sampling_params.to_engine()]
+    if not isinstance(sampling_params, (list, tuple)):
+        raise TypeError(f"sampling_params must be a SamplingParams or a list of them, "
+                        f"got {type(sampling_params).__name__}")
+    if len(sampling_params) != count:
+        raise ValueError(f"sampling_params has {len(sampling_params)} entries for {count} prompts: "
+                         "give one SamplingParams, or one per prompt")
+    for i, params in enumerate(sampling_params):
+        if not isinstance(params, SamplingParams):
+            raise TypeError(f"sampling_params[{i}] must be a SamplingParams, got {type(params).__name__}")
+    return [params.to_engine() for params in sampling_params]

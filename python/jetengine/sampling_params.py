@@ -1,0 +1,90 @@
+"""SamplingParams: the original JetEngine's per-request settings (same names and defaults), plus
+dynamic_factor, seed and stop_token_ids; docs/decoding.md gives the exact semantics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional
+
+from . import _jetengine
+from ._checks import check_bool, check_float, check_int, check_token_ids
+
+
+@dataclass
+class SamplingParams:
+    """How to decode one prompt.
+
+    temperature: 0 = greedy (the original divided by it; 0 had no meaning there).
+    max_tokens: completion tokens at most; exact (the original could overshoot by up to
+        block_length - 1).
+    ignore_eos: True disables every stop (the model's EOS and stop_words), as in the original.
+    block_length: None = the engine's; otherwise it must equal the engine's (the original
+        defaulted to 4 and required the same equality).
+    denoising_steps: denoising steps per block, 1..block_length.
+    dynamic_threshold: confidence threshold of low_confidence_dynamic and dynamic_pmax.
+    eb_threshold: entropy budget of entropy_bounded.
+    topk: top-k of the candidate sampling; <= 0 = no top-k filter.
+    topp: top-p of the candidate sampling, in (0, 1]; 1 = off.
+    repetition_penalty: 1 = off.
+    remasking_strategy: sequential, anti_sequential, random, dilated, low_confidence_static,
+        margin_static, entropy_static, low_confidence_dynamic, dynamic_factor, dynamic_pmax,
+        entropy_bounded.
+    stop_words: token ids that end a completion; None = the model's EOS ids. As in the original,
+        a list replaces the EOS default (include the EOS id to keep it).
+    Ours: dynamic_factor (of the dynamic_factor strategy); seed (reproducible sampling, the same
+    output whatever else is in the batch; None = a fresh seed per request); stop_token_ids (an
+    alias of stop_words; give one or the other).
+    """
+
+    temperature: float = 1.0
+    max_tokens: int = 64
+    ignore_eos: bool = False
+    block_length: Optional[int] = None
+    denoising_steps: int = 4
+    dynamic_threshold: float = 0.9
+    eb_threshold: float = 0.35
+    topk: int = 0
+    topp: float = 1.0
+    repetition_penalty: float = 1.0
+    remasking_strategy: str = "low_confidence_static"
+    stop_words: Optional[List[int]] = None
+    dynamic_factor: float = 1.0
+    seed: Optional[int] = None
+    stop_token_ids: Optional[List[int]] = None
+
+    def __post_init__(self):
+        self.to_engine()  # report bad values where the object is made
+
+    def to_engine(self):
+        """The checked C++ jet::SamplingParams (fields may have changed since construction)."""
+        p = _jetengine.SamplingParams()
+        p.temperature = check_float("temperature", self.temperature, minimum=0.0)
+        p.max_tokens = check_int("max_tokens", self.max_tokens, minimum=1, maximum=2**31 - 1)
+        ignore_eos = check_bool("ignore_eos", self.ignore_eos)
+        if self.block_length is not None:
+            p.block_length = check_int("block_length", self.block_length, minimum=1, maximum=2**31 - 1)
+        p.denoising_steps = check_int("denoising_steps", self.denoising_steps, minimum=1, maximum=2**31 - 1)
+        p.dynamic_threshold = check_float("dynamic_threshold", self.dynamic_threshold, minimum=0.0, maximum=1.0)
+        p.eb_threshold = check_float("eb_threshold", self.eb_threshold, minimum=0.0)
+        p.top_k = check_int("topk", self.topk, minimum=-(2**31), maximum=2**31 - 1)
+        p.top_p = check_float("topp", self.topp, maximum=1.0, above=0.0)
+        p.repetition_penalty = check_float("repetition_penalty", self.repetition_penalty, above=0.0)
+        if not isinstance(self.remasking_strategy, str):
+            raise TypeError(f"remasking_strategy must be a str, got {type(self.remasking_strategy).__name__}")
+        p.remasking_strategy = self.remasking_strategy  # the engine checks the name
+        p.dynamic_factor = check_float("dynamic_factor", self.dynamic_factor, above=0.0)
+        if self.seed is not None:
+            p.seed = check_int("seed", self.seed, minimum=0, maximum=2**64 - 1)
+        stop = self._stop_ids()
+        # The engine stops at the model's EOS ids (unless ignore_eos) plus stop_token_ids.
+        p.ignore_eos = ignore_eos or stop is not None
+        p.stop_token_ids = [] if ignore_eos or stop is None else stop
+        return p
+
+    def _stop_ids(self):
+        """stop_words or its alias, checked; None when neither is given."""
+        given = {name: check_token_ids(name, getattr(self, name))
+                 for name in ("stop_words", "stop_token_ids") if getattr(self, name) is not None}
+        if len(given) == 2 and given["stop_words"] != given["stop_token_ids"]:
+            raise ValueError("stop_token_ids is an alias of stop_words: give one of them, not both")
+        return next(iter(given.values()), None)

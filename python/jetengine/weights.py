@@ -1,0 +1,69 @@
+"""Named weights for the RL weight APIs: a dict, an iterable of (name, tensor) pairs or an in-memory
+HuggingFace model, turned into (HuggingFace name, host tensor) pairs for the engine. torch is never
+imported: its tensors are recognised by their methods, and the C++ side reads any tensor through
+the buffer protocol (numpy) or DLPack (torch, JAX)."""
+
+from collections.abc import Mapping
+
+# A tied model's one embedding matrix, which torch's state_dict() also lists as the head.
+HEAD, EMBEDDING = "lm_head.weight", "model.embed_tokens.weight"
+
+
+def named_weights(weights, argument):
+    """(name, host tensor) pairs from a mapping or an iterable of (name, tensor) pairs; `argument`
+    names the input in errors."""
+    items = weights.items() if isinstance(weights, Mapping) else weights
+    if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+        raise TypeError(f"{argument} must be a dict or an iterable of (name, tensor) pairs, "
+                        f"got {type(weights).__name__}")
+    pairs = []
+    for i, item in enumerate(items):
+        try:
+            name, tensor = item
+        except (TypeError, ValueError):
+            raise TypeError(f"{argument}: item {i} is not a (name, tensor) pair") from None
+        if not isinstance(name, str):
+            raise TypeError(f"{argument}: item {i} has a {type(name).__name__} name; names are str")
+        pairs.append((full_name(name), tensor))
+    return [(name, to_host(tensor)) for name, tensor in without_tied_head(pairs)]
+
+
+def model_weights(model):
+    """The weights of an in-memory HuggingFace model: state_dict(), else named_parameters()."""
+    if callable(getattr(model, "state_dict", None)):
+        return named_weights(model.state_dict(), "model.state_dict()")
+    if callable(getattr(model, "named_parameters", None)):
+        return named_weights(model.named_parameters(), "model.named_parameters()")
+    raise TypeError(f"the model must have state_dict() or named_parameters(); a {type(model).__name__} has neither")
+
+
+def full_name(name):
+    """The engine knows the full model's names; those of its inner base model (the original's
+    loader accepted both) lack the leading "model."."""
+    return name if name.startswith("model.") or name.startswith("lm_head.") else "model." + name
+
+
+def without_tied_head(pairs):
+    """Drops lm_head.weight when it is the embedding's memory (a tied model, which the engine
+    holds once). Checked before any copy to the host, which would make two tensors of one."""
+    addresses = {name: _address(tensor) for name, tensor in pairs if name in (HEAD, EMBEDDING)}
+    head = addresses.get(HEAD)
+    if head is None or head != addresses.get(EMBEDDING):
+        return pairs
+    return [(name, tensor) for name, tensor in pairs if name != HEAD]
+
+
+def to_host(tensor):
+    """torch tensors (recognised by detach() and cpu()) leave autograd and, when on a device, are
+    copied to the CPU: the engine reads host memory. Other tensors are left as they are."""
+    if callable(getattr(tensor, "detach", None)) and callable(getattr(tensor, "cpu", None)):
+        return tensor.detach().cpu()
+    return tensor
+
+
+def _address(tensor):
+    """Where a tensor's data starts (torch or numpy), or None."""
+    if callable(getattr(tensor, "data_ptr", None)):
+        return tensor.data_ptr()
+    interface = getattr(tensor, "__array_interface__", None)
+    return interface["data"][0] if interface else None

@@ -1,0 +1,189 @@
+"""The Python package's generate / generate_streaming: outputs identical to the C++ engine's CLI
+(greedy and seeded sampling), the output keys and their lengths, per-prompt SamplingParams,
+streaming order, the tokenizer, and Ctrl-C leaving the engine usable."""
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from jet_test_utils import BUILD, make_tiny_model, run_cli
+
+sys.path.insert(0, str(BUILD / "python"))  # the package as the build assembles it
+from jetengine import LLM, SamplingParams  # noqa: E402
+
+# Small, single-threaded engines keep the suite fast; the CLI gets the same settings.
+ENGINE = dict(device="cpu", num_threads=1, kvcache_block_size=16, num_kvcache_blocks=512)
+CLI_ENGINE = ["--device", "cpu", "--threads", "1", "--kv-page-size", "16", "--kv-pages", "512"]
+KEYS = {"text", "token_ids", "trajectory", "logprobs", "entropies", "completion_ids", "completion_text",
+        "finish_reason", "num_forwards", "prompt_len"}
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return make_tiny_model("sdar", tmp_path_factory.mktemp("sdar"), seed=5)
+
+
+@pytest.fixture(scope="module")
+def llm(model):
+    return LLM(model, **ENGINE)
+
+
+def random_prompts(n, seed, low=3, high=14):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(3, 500, int(rng.integers(low, high))).tolist() for _ in range(n)]
+
+
+def cli_generate(model, prompts, *flags):
+    path = model / "python_prompts.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in prompts))
+    done = run_cli(["generate", "--model", model, "--prompts", path, "--json", *CLI_ENGINE, *flags])
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+def assert_same_tokens(a, b):
+    """Same decode; probabilities equal up to fp32 noise (BLAS blocking follows the batch shape)."""
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        for key in ("token_ids", "completion_ids", "trajectory", "finish_reason", "num_forwards", "text"):
+            assert x[key] == y[key], key
+        np.testing.assert_allclose(x["logprobs"], y["logprobs"], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(x["entropies"], y["entropies"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("params, flags", [
+    (SamplingParams(temperature=0, max_tokens=16), ["--temperature", "0", "--max-tokens", "16"]),
+    (SamplingParams(temperature=0.8, topk=20, topp=0.9, seed=11, max_tokens=13, remasking_strategy="random",
+                    denoising_steps=2),
+     ["--temperature", "0.8", "--top-k", "20", "--top-p", "0.9", "--seed", "11", "--max-tokens", "13",
+      "--strategy", "random", "--denoising-steps", "2"]),
+    (SamplingParams(temperature=1.0, seed=3, max_tokens=12, remasking_strategy="low_confidence_dynamic",
+                    dynamic_threshold=0.5, repetition_penalty=1.3, ignore_eos=True),
+     ["--temperature", "1.0", "--seed", "3", "--max-tokens", "12", "--strategy", "low_confidence_dynamic",
+      "--dynamic-threshold", "0.5", "--repetition-penalty", "1.3", "--ignore-eos"]),
+], ids=["greedy", "seeded-topk-topp", "seeded-dynamic-penalty"])
+def test_outputs_identical_to_the_cli(model, llm, params, flags):
+    prompts = random_prompts(12, seed=1)
+    assert llm.generate(prompts, params, use_tqdm=False) == cli_generate(model, prompts, *flags)
+
+
+def test_streaming_identical_to_the_cli(model, llm):
+    prompts = random_prompts(10, seed=2)
+    params = SamplingParams(temperature=0.7, seed=8, max_tokens=10)
+    expected = cli_generate(model, prompts, "--temperature", "0.7", "--seed", "8", "--max-tokens", "10",
+                            "--max-active", "3")
+    assert llm.generate_streaming(prompts, params, max_active=3, use_tqdm=False) == expected
+
+
+def test_text_prompts_are_encoded_like_the_cli(model, llm):
+    prompts = ["Block diffusion fills a block", "of masked tokens in a few steps."]
+    path = model / "text_prompts.jsonl"
+    path.write_text("".join(json.dumps(p) + "\n" for p in prompts))
+    done = run_cli(["generate", "--model", model, "--prompts", path, "--json", "--temperature", "0", *CLI_ENGINE])
+    assert done.returncode == 0, done.stderr
+    expected = [json.loads(line) for line in done.stdout.splitlines()]
+    assert llm.generate(prompts, SamplingParams(temperature=0), use_tqdm=False) == expected
+
+
+def test_every_key_with_one_entry_per_completion_token(llm):
+    prompts = random_prompts(6, seed=3)
+    outputs = llm.generate(prompts, SamplingParams(temperature=0.5, seed=1, max_tokens=11), use_tqdm=False)
+    for prompt, out in zip(prompts, outputs):
+        assert set(out) == KEYS
+        n = len(out["completion_ids"])
+        assert 1 <= n <= 11
+        assert len(out["trajectory"]) == len(out["logprobs"]) == len(out["entropies"]) == n
+        assert out["token_ids"] == prompt + out["completion_ids"]
+        assert out["prompt_len"] == len(prompt)
+        assert out["finish_reason"] in ("stop", "length")
+        assert all(t >= 1 for t in out["trajectory"])
+        assert all(lp <= 0 for lp in out["logprobs"]) and all(h >= 0 for h in out["entropies"])
+        assert out["text"] == llm.tokenizer.decode(out["token_ids"])
+        assert out["completion_text"] == llm.tokenizer.decode(out["completion_ids"], skip_special_tokens=True)
+
+
+def test_per_prompt_sampling_params_in_one_call(llm):
+    prompts = random_prompts(3, seed=4)
+    params = [SamplingParams(temperature=0, max_tokens=5),
+              SamplingParams(temperature=1.0, seed=9, max_tokens=9, ignore_eos=True),
+              SamplingParams(temperature=0.6, seed=2, max_tokens=14, remasking_strategy="entropy_bounded")]
+    together = llm.generate(prompts, params, use_tqdm=False)
+    alone = [llm.generate([p], sp, use_tqdm=False)[0] for p, sp in zip(prompts, params)]
+    assert_same_tokens(together, alone)
+    assert len(together[0]["completion_ids"]) <= 5 and len(together[1]["completion_ids"]) == 9
+
+
+def test_stop_words_replace_the_eos_default(llm):
+    prompt = random_prompts(1, seed=5)
+    free = llm.generate(prompt, SamplingParams(temperature=0, max_tokens=24, ignore_eos=True), use_tqdm=False)[0]
+    stop = free["completion_ids"][5]
+    first = free["completion_ids"].index(stop)
+    for params in (SamplingParams(temperature=0, max_tokens=24, stop_words=[stop]),
+                   SamplingParams(temperature=0, max_tokens=24, stop_token_ids=[stop])):
+        out = llm.generate(prompt, params, use_tqdm=False)[0]
+        assert out["completion_ids"] == free["completion_ids"][:first + 1]
+        assert out["finish_reason"] == "stop"
+
+
+def test_500_prompts_streaming_come_back_in_order(llm):
+    prompts = random_prompts(500, seed=6, low=2, high=10)
+    params = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
+    streamed = llm.generate_streaming(prompts, params, max_active=8, use_tqdm=False)
+    assert [out["token_ids"][:out["prompt_len"]] for out in streamed] == prompts
+    assert_same_tokens(streamed, llm.generate(prompts, params, use_tqdm=False))
+
+
+def test_empty_prompt_list_gives_no_outputs(llm):
+    assert llm.generate([], SamplingParams()) == []
+    assert llm.generate_streaming([], SamplingParams(), max_active=4) == []
+
+
+def test_progress_bar_counts_every_prompt(llm, capsys):
+    llm.generate(random_prompts(4, seed=7), SamplingParams(temperature=0, max_tokens=4), use_tqdm=True)
+    assert "4/4" in capsys.readouterr().err
+
+
+def test_tokenizer(llm):
+    tok = llm.tokenizer
+    ids = tok.encode("Hello block diffusion")
+    assert tok.decode(ids) == "Hello block diffusion"
+    assert tok.decode(np.array(ids)) == "Hello block diffusion"
+    assert tok.eos_token_id == tok.convert_tokens_to_ids("<|endoftext|>")
+    assert tok.convert_ids_to_tokens(tok.eos_token_id) == "<|endoftext|>"
+    assert tok.convert_tokens_to_ids("no such token") is None
+    assert tok.decode([tok.eos_token_id], skip_special_tokens=True) == ""
+
+
+def test_chat_template(llm):
+    tok = llm.tokenizer
+    messages = [{"role": "user", "content": "What is 2 + 2?"}]
+    text = tok.apply_chat_template(messages)
+    assert text.startswith("<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n")
+    assert text.endswith("<|im_start|>assistant\n")
+    assert not tok.apply_chat_template(messages, add_generation_prompt=False).endswith("assistant\n")
+    assert tok.apply_chat_template(messages, tokenize=True) == tok.encode(text, add_special_tokens=False)
+    assert tok.apply_chat_template([messages, messages]) == [text, text]
+    # Keys the C++ messages do not carry reach the template as given.
+    named = tok.apply_chat_template([{"role": "user", "content": "hi", "name": "ann"}])
+    assert named == tok.apply_chat_template([{"role": "user", "content": "hi"}])
+
+
+def test_ctrl_c_stops_generation_and_the_engine_stays_usable(llm):
+    prompts = random_prompts(3000, seed=8)
+    params = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        llm.generate_streaming(prompts, params, max_active=1, use_tqdm=False)
+    timer.join()
+    assert time.perf_counter() - start < 10  # stopped early: the whole list takes far longer
+    # Nothing of the interrupted call is left behind.
+    assert_same_tokens(llm.generate(prompts[:3], params, use_tqdm=False),
+                       [llm.generate([p], params, use_tqdm=False)[0] for p in prompts[:3]])
