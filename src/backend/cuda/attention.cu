@@ -1,0 +1,639 @@
+// Paged attention on the GPU: the batch's K/V are written into the paged bf16 cache, then every
+// query row attends its sequence's keys (block-causal or bidirectional, GQA) with bf16 tensor-core
+// MMAs (mma.sync m16n8k16, fp32 accumulate) and an online softmax whose statistics stay in fp32.
+//
+// Tiling. One CTA of 4 warps owns (sequence s, kv head, a tile of query rows, a split of the key
+// range). A query row is a (new token, q head of the kv head's group) pair, so the nh / nkv heads
+// that read one kv head share every K/V tile the CTA loads: a sequence has num_new * group rows.
+// Keys stream through shared memory in tiles of 64, gathered row by row through the page table
+// with cp.async into two stages (the next tile loads while the warps compute on the current one).
+// The 4 warps divide a tile by rows or by keys, picked from the rows a sequence has:
+//   * prefill (more than 32 rows): each warp owns 16 rows and all 64 keys of every tile;
+//   * denoise (at most 16 rows, e.g. B = 4 tokens x 4 heads): the 4 warps share the 16 rows and
+//     each takes 16 keys of every tile, so one CTA keeps all its warps busy on one long prefix;
+//   * 17 to 32 rows: 2 warps of 16 rows, each tile's keys split in two halves.
+// Each warp keeps its own softmax state (row max and sum, unnormalised output); the warps that
+// split keys merge theirs through shared memory at the end.
+// When (sequences x row tiles x kv heads) gives too few CTAs to fill the GPU (few sequences with
+// long prefixes, the flash-decoding case), the key range is also split across CTAs: each split
+// writes its unnormalised fp32 output and (max, sum) to a workspace and a combine kernel merges
+// them. The launch shape depends only on the host copy of the batch (num_seqs, the largest number
+// of new tokens, max_pages, page_size), never on device data; tiles per split are derived on the
+// device from the actual key counts, so any split count is correct.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "backend/cuda/kernel_util.cuh"
+
+namespace jet::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kTileKeys = 64;  // keys per shared-memory tile
+constexpr int kStages = 2;
+// bf16 padding per shared-memory row: consecutive rows start 16 bytes apart in the banks, so the
+// 8 row addresses of one ldmatrix hit 8 different bank groups.
+constexpr int kRowPad = 8;
+// Splitting the key range below this many keys per split costs more in merging than it gains.
+constexpr int kMinKeysPerSplit = 128;
+// Aim for this many CTAs per multiprocessor before splitting keys (a denoise CTA uses about 74 KB
+// of shared memory at head_dim 128, so about 3 fit).
+constexpr int kTargetCtasPerSm = 2;
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Everything the kernels read, passed by value.
+struct Params {
+  const bf16* qkv;  // [T, (nh + 2 nkv) * hd]
+  bf16* k_cache;    // [pages, page_size, nkv, hd]
+  bf16* v_cache;
+  bf16* out;              // [T, nh * hd]
+  float* partial_out;     // [splits, T * nh, hd], unnormalised, when num_splits > 1
+  float2* partial_stats;  // [splits, T * nh]: (row max in log2 units, row sum)
+  const int32_t* positions;
+  const int32_t* seq_starts;
+  const int32_t* cached_lens;
+  const int32_t* page_table;
+  int num_tokens, max_pages, page_size, mask_block, nh, nkv, hd, num_splits;
+  float scale_log2;  // 1/sqrt(hd) * log2(e): the softmax runs in base 2 (ex2 is one instruction)
+};
+
+// Keys a query at `position` may see among `key_count`: everything, or up to the end of its block.
+__device__ __forceinline__ int visible_keys(int position, int key_count, int mask_block) {
+  return mask_block > 0 ? min(key_count, (position / mask_block + 1) * mask_block) : key_count;
+}
+
+__device__ __forceinline__ int64_t cache_row(const Params& p, int seq, int position) {
+  const int64_t page = p.page_table[int64_t{seq} * p.max_pages + position / p.page_size];
+  return page * p.page_size + position % p.page_size;
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// A running max of -inf means "no key yet": rescaling against it must give 0, not NaN.
+__device__ __forceinline__ float max_or_zero(float m) { return m == -INFINITY ? 0.0f : m; }
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// --- Tensor-core and async-copy primitives (PTX) ---------------------------------------------------
+
+// 16-byte global->shared copy; with `valid` false the destination is zero-filled and nothing is read.
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int Pending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(Pending));
+}
+
+// Four 8x8 bf16 matrices; lane i gives the address of row i % 8 of matrix i / 8.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* smem) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* smem) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+// acc[16x8] += a[16x16] * b[16x8]; bf16 inputs, fp32 accumulators (the PTX fragment layouts).
+__device__ __forceinline__ void mma_bf16(float (&acc)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// --- KV-cache write ----------------------------------------------------------------------------------
+
+// One thread per 16-byte chunk of a new token's K or V row; grid (chunks of the longest sequence,
+// sequences) so no thread has to search which sequence its token belongs to.
+__global__ void write_kv_kernel(const Params p) {
+  const int seq = blockIdx.y;
+  const int seq_begin = p.seq_starts[seq], num_new = p.seq_starts[seq + 1] - seq_begin;
+  const int chunks_per_row = p.nkv * p.hd / 8;  // of K (and of V) per token
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const int64_t token = i / (2 * chunks_per_row);
+  if (token >= num_new) return;
+  const int chunk = static_cast<int>(i % (2 * chunks_per_row));
+  const bool is_value = chunk >= chunks_per_row;
+  const int offset = (chunk % chunks_per_row) * 8;
+  const int64_t t = seq_begin + token;
+  const int64_t qkv_width = int64_t{p.nh + 2 * p.nkv} * p.hd;
+  const bf16* src = p.qkv + t * qkv_width + int64_t{p.nh + (is_value ? p.nkv : 0)} * p.hd + offset;
+  bf16* dst = (is_value ? p.v_cache : p.k_cache) + cache_row(p, seq, p.positions[t]) * p.nkv * p.hd + offset;
+  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+}
+
+// --- Attention ---------------------------------------------------------------------------------------
+
+// Shapes and shared-memory layout of one kernel configuration.
+template <int HD, int RowWarps>
+struct Config {
+  static_assert(HD % 16 == 0 && kWarps % RowWarps == 0);
+  static constexpr int kKeyWarps = kWarps / RowWarps;        // warps sharing the same rows
+  static constexpr int kBlockRows = 16 * RowWarps;           // query rows per CTA
+  static constexpr int kWarpKeys = kTileKeys / kKeyWarps;    // keys of each tile one warp handles
+  static constexpr int kLd = HD + kRowPad;                   // bf16 stride of Q/K/V rows in smem
+  static constexpr int kMergeLd = HD + 8;                    // fp32 stride of the merge buffer
+  static constexpr int kMergeRows = kKeyWarps * kBlockRows;  // always 64
+  static_assert(kWarpKeys % 16 == 0);
+
+  // Stages [kStages][K, V][kTileKeys][kLd] bf16; after the key loop the same bytes hold the
+  // merge buffer [kKeyWarps][kBlockRows][kMergeLd] fp32.
+  static constexpr size_t kTileBytes = size_t{kTileKeys} * kLd * sizeof(bf16);
+  static constexpr size_t kStagesBytes = size_t{kStages} * 2 * kTileBytes;
+  static_assert(size_t{kMergeRows} * kMergeLd * sizeof(float) <= kStagesBytes);
+  static constexpr size_t kQOffset = kStagesBytes;
+  static constexpr size_t kLimitsOffset = kQOffset + size_t{kBlockRows} * kLd * sizeof(bf16);
+  static constexpr size_t kMaxOffset = kLimitsOffset + kBlockRows * sizeof(int);
+  static constexpr size_t kSumOffset = kMaxOffset + kMergeRows * sizeof(float);
+  static constexpr size_t kSmemBytes = kSumOffset + kMergeRows * sizeof(float);
+};
+
+// Where the CTA's rows are: rows [row0, row0 + kBlockRows) of sequence `seq`'s num_rows rows.
+struct CtaRows {
+  int seq, kv_head, split, group, seq_begin, num_rows, row0;
+  // Packed token and q head of row r (r < num_rows).
+  __device__ int token(int r) const { return seq_begin + r / group; }
+  __device__ int head(int r) const { return kv_head * group + r % group; }
+};
+
+// Issues the cp.async of keys [key0, key0 + kTileKeys) of (seq, kv head) into k_dst / v_dst. Keys
+// at or past key_end are zero-filled: their scores are masked, but 0 * NaN would still poison P·V.
+template <int HD, int RowWarps>
+__device__ void load_kv_tile(const Params& p, const CtaRows& c, int key0, int key_end, bf16* k_dst, bf16* v_dst) {
+  using Cfg = Config<HD, RowWarps>;
+  constexpr int kChunksPerRow = HD / 8;
+  for (int i = threadIdx.x; i < kTileKeys * kChunksPerRow; i += kThreads) {
+    const int row = i / kChunksPerRow, col = (i % kChunksPerRow) * 8, key = key0 + row;
+    const bool valid = key < key_end;
+    const int64_t src = valid ? (cache_row(p, c.seq, key) * p.nkv + c.kv_head) * HD + col : 0;
+    cp_async_16(k_dst + row * Cfg::kLd + col, p.k_cache + src, valid);
+    cp_async_16(v_dst + row * Cfg::kLd + col, p.v_cache + src, valid);
+  }
+}
+
+template <int HD, int RowWarps>
+__device__ void load_q_tile(const Params& p, const CtaRows& c, bf16* q_dst) {
+  using Cfg = Config<HD, RowWarps>;
+  constexpr int kChunksPerRow = HD / 8;
+  const int64_t qkv_width = int64_t{p.nh + 2 * p.nkv} * HD;
+  for (int i = threadIdx.x; i < Cfg::kBlockRows * kChunksPerRow; i += kThreads) {
+    const int row = i / kChunksPerRow, col = (i % kChunksPerRow) * 8, r = c.row0 + row;
+    const bool valid = r < c.num_rows;
+    const int64_t src = valid ? c.token(r) * qkv_width + int64_t{c.head(r)} * HD + col : 0;
+    cp_async_16(q_dst + row * Cfg::kLd + col, p.qkv + src, valid);
+  }
+}
+
+// One warp's online-softmax state for its 16 rows. The m16n8 accumulator layout gives lane
+// (g = lane / 4, c = lane % 4) rows g and g + 8 ("half" 0 and 1), columns 2c and 2c + 1 of each
+// 8-wide block; the four lanes of a quad hold the same rows.
+template <int HD>
+struct WarpState {
+  float out[HD / 8][4] = {};              // unnormalised output, [8-dim block][accumulator element]
+  float max[2] = {-INFINITY, -INFINITY};  // running row max (log2 units), same in all 4 lanes
+  float sum[2] = {0.0f, 0.0f};            // this lane's share of the row sum (quad-reduced at the end)
+};
+
+// One warp's work on one K/V tile: S = Q Kᵀ over its keys, mask, online softmax, out += P V.
+template <int HD, int RowWarps>
+__device__ void attend_tile(const Params& p, const uint32_t (&q_frag)[HD / 16][4], const bf16* k_tile,
+                            const bf16* v_tile, int first_key, int smem_key0, const int (&limit)[2],
+                            WarpState<HD>& st) {
+  using Cfg = Config<HD, RowWarps>;
+  constexpr int kKeyBlocks = Cfg::kWarpKeys / 8;
+  const int lane = threadIdx.x % 32;
+
+  // Scores. ldmatrix (no transpose) of K rows gives the "col" B operand directly: matrices
+  // (keys +0, dims +0), (keys +0, dims +8), (keys +8, dims +0), (keys +8, dims +8).
+  float s[kKeyBlocks][4] = {};
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+#pragma unroll
+    for (int kb = 0; kb < kKeyBlocks; kb += 2) {
+      uint32_t b[4];
+      const int key = smem_key0 + kb * 8 + (lane / 16) * 8 + lane % 8;
+      ldmatrix_x4(b, k_tile + key * Cfg::kLd + kk * 16 + ((lane / 8) % 2) * 8);
+      mma_bf16(s[kb], q_frag[kk], b[0], b[1]);
+      mma_bf16(s[kb + 1], q_frag[kk], b[2], b[3]);
+    }
+  }
+
+  // Mask and scale, then the rows' new max (over the quad's lanes).
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int kb = 0; kb < kKeyBlocks; ++kb) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = first_key + kb * 8 + 2 * (lane % 4) + (e & 1);
+      s[kb][e] = key < limit[e / 2] ? s[kb][e] * p.scale_log2 : -INFINITY;
+      tile_max[e / 2] = fmaxf(tile_max[e / 2], s[kb][e]);
+    }
+  }
+  float base[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+    tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+    const float new_max = fmaxf(st.max[h], tile_max[h]);
+    base[h] = max_or_zero(new_max);
+    const float rescale = fast_exp2(st.max[h] - base[h]);  // 0 while the row had no key
+    st.max[h] = new_max;
+    st.sum[h] *= rescale;
+#pragma unroll
+    for (int d = 0; d < HD / 8; ++d) {
+      st.out[d][2 * h] *= rescale;
+      st.out[d][2 * h + 1] *= rescale;
+    }
+  }
+
+  // P = exp2(S - max), rounded to bf16 straight into A fragments: the accumulators of key
+  // blocks 2j and 2j + 1 are exactly the A operand of the k16 step j of P·V.
+  uint32_t p_frag[kKeyBlocks / 2][4];
+#pragma unroll
+  for (int kb = 0; kb < kKeyBlocks; ++kb) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      s[kb][e] = fast_exp2(s[kb][e] - base[e / 2]);
+      st.sum[e / 2] += s[kb][e];
+    }
+    p_frag[kb / 2][(kb % 2) * 2] = pack_bf16(s[kb][0], s[kb][1]);
+    p_frag[kb / 2][(kb % 2) * 2 + 1] = pack_bf16(s[kb][2], s[kb][3]);
+  }
+
+  // out += P V. V rows are keys, so the B operand needs the transposed ldmatrix: matrices
+  // (keys +0, dims +0), (keys +8, dims +0), (keys +0, dims +8), (keys +8, dims +8).
+#pragma unroll
+  for (int j = 0; j < kKeyBlocks / 2; ++j) {
+#pragma unroll
+    for (int db = 0; db < HD / 8; db += 2) {
+      uint32_t b[4];
+      const int key = smem_key0 + j * 16 + ((lane / 8) % 2) * 8 + lane % 8;
+      ldmatrix_x4_trans(b, v_tile + key * Cfg::kLd + db * 8 + (lane / 16) * 8);
+      mma_bf16(st.out[db], p_frag[j], b[0], b[1]);
+      mma_bf16(st.out[db + 1], p_frag[j], b[2], b[3]);
+    }
+  }
+}
+
+// grid (row tiles of the longest sequence, sequences, kv heads x splits), kThreads threads.
+template <int HD, int RowWarps>
+__global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
+  using Cfg = Config<HD, RowWarps>;
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* stages = reinterpret_cast<bf16*>(smem);
+  bf16* q_tile = reinterpret_cast<bf16*>(smem + Cfg::kQOffset);
+  int* row_limit = reinterpret_cast<int*>(smem + Cfg::kLimitsOffset);
+  float* warp_max = reinterpret_cast<float*>(smem + Cfg::kMaxOffset);  // [kKeyWarps][kBlockRows]
+  float* warp_sum = reinterpret_cast<float*>(smem + Cfg::kSumOffset);
+  float* merge = reinterpret_cast<float*>(smem);  // reuses the stages after the key loop
+
+  const int seq = blockIdx.y;
+  const int seq_begin = p.seq_starts[seq], num_new = p.seq_starts[seq + 1] - seq_begin;
+  const int group = p.nh / p.nkv;
+  const CtaRows c{.seq = seq,
+                  .kv_head = static_cast<int>(blockIdx.z) / p.num_splits,
+                  .split = static_cast<int>(blockIdx.z) % p.num_splits,
+                  .group = group,
+                  .seq_begin = seq_begin,
+                  .num_rows = num_new * group,
+                  .row0 = static_cast<int>(blockIdx.x) * Cfg::kBlockRows};
+  if (c.row0 >= c.num_rows) return;  // this sequence has fewer rows than the longest one
+  const int key_count = p.cached_lens[seq] + num_new;
+
+  // Visible keys of each row (0 for padding rows), and the CTA's key range: its rows' largest.
+  for (int r = threadIdx.x; r < Cfg::kBlockRows; r += kThreads) {
+    row_limit[r] =
+        c.row0 + r < c.num_rows ? visible_keys(p.positions[c.token(c.row0 + r)], key_count, p.mask_block) : 0;
+  }
+  __syncthreads();
+  int key_end = 0;
+  for (int r = 0; r < Cfg::kBlockRows; ++r) key_end = max(key_end, row_limit[r]);
+  const int num_tiles = (key_end + kTileKeys - 1) / kTileKeys;
+  const int tiles_per_split = (num_tiles + p.num_splits - 1) / p.num_splits;
+  const int tile_begin = min(num_tiles, c.split * tiles_per_split);
+  const int tile_count = min(num_tiles, tile_begin + tiles_per_split) - tile_begin;  // may be 0
+
+  auto k_stage = [&](int stage) { return stages + stage * 2 * kTileKeys * Cfg::kLd; };
+  auto v_stage = [&](int stage) { return k_stage(stage) + kTileKeys * Cfg::kLd; };
+
+  load_q_tile<HD, RowWarps>(p, c, q_tile);
+  if (tile_count > 0) {
+    load_kv_tile<HD, RowWarps>(p, c, tile_begin * kTileKeys, key_end, k_stage(0), v_stage(0));
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp_rows = (warp % RowWarps) * 16;              // the warp's first row in the CTA
+  const int warp_keys = (warp / RowWarps) * Cfg::kWarpKeys;  // its first key within every tile
+  // Q as A fragments, kept in registers: matrices (rows +0, dims +0), (rows +8, dims +0),
+  // (rows +0, dims +8), (rows +8, dims +8).
+  uint32_t q_frag[HD / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    const int row = warp_rows + ((lane / 8) % 2) * 8 + lane % 8;
+    ldmatrix_x4(q_frag[kk], q_tile + row * Cfg::kLd + kk * 16 + (lane / 16) * 8);
+  }
+  const int limit[2] = {row_limit[warp_rows + lane / 4], row_limit[warp_rows + lane / 4 + 8]};
+
+  WarpState<HD> st;
+  for (int i = 0; i < tile_count; ++i) {
+    if (i + 1 < tile_count) {
+      const int next = (i + 1) % kStages;
+      load_kv_tile<HD, RowWarps>(p, c, (tile_begin + i + 1) * kTileKeys, key_end, k_stage(next), v_stage(next));
+    }
+    cp_async_commit();
+    cp_async_wait<1>();  // tile i has landed; tile i + 1 may still be in flight
+    __syncthreads();
+    const int first_key = (tile_begin + i) * kTileKeys + warp_keys;
+    attend_tile<HD, RowWarps>(p, q_frag, k_stage(i % kStages), v_stage(i % kStages), first_key, warp_keys, limit, st);
+    __syncthreads();  // every warp is done with this stage before the next iteration refills it
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // Merge the key-splitting warps: each rescales its output to the rows' common max.
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    st.sum[h] += __shfl_xor_sync(0xffffffffu, st.sum[h], 1);
+    st.sum[h] += __shfl_xor_sync(0xffffffffu, st.sum[h], 2);
+  }
+  const int key_warp = warp / RowWarps;
+  if (lane % 4 == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = warp_rows + lane / 4 + 8 * h;
+      warp_max[key_warp * Cfg::kBlockRows + row] = st.max[h];
+      warp_sum[key_warp * Cfg::kBlockRows + row] = st.sum[h];
+    }
+  }
+  __syncthreads();
+  // The CTA's (max, sum) of a row over its key-splitting warps.
+  auto row_stats = [&](int row) {
+    float m = -INFINITY, l = 0.0f;
+    for (int w = 0; w < Cfg::kKeyWarps; ++w) m = fmaxf(m, warp_max[w * Cfg::kBlockRows + row]);
+    for (int w = 0; w < Cfg::kKeyWarps; ++w) {
+      l += warp_sum[w * Cfg::kBlockRows + row] * fast_exp2(warp_max[w * Cfg::kBlockRows + row] - max_or_zero(m));
+    }
+    return make_float2(m, l);
+  };
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = warp_rows + lane / 4 + 8 * h;
+    const float rescale = fast_exp2(st.max[h] - max_or_zero(row_stats(row).x));
+    float* dst = merge + (key_warp * Cfg::kBlockRows + row) * Cfg::kMergeLd + 2 * (lane % 4);
+#pragma unroll
+    for (int d = 0; d < HD / 8; ++d) {
+      *reinterpret_cast<float2*>(dst + d * 8) = make_float2(st.out[d][2 * h] * rescale, st.out[d][2 * h + 1] * rescale);
+    }
+  }
+  __syncthreads();
+
+  // Write out: 8 dims per thread, coalesced along the head dimension.
+  constexpr int kChunksPerRow = HD / 8;
+  for (int i = threadIdx.x; i < Cfg::kBlockRows * kChunksPerRow; i += kThreads) {
+    const int row = i / kChunksPerRow, col = (i % kChunksPerRow) * 8, r = c.row0 + row;
+    if (r >= c.num_rows) continue;
+    float acc[8] = {};
+    for (int w = 0; w < Cfg::kKeyWarps; ++w) {
+      const float* src = merge + (w * Cfg::kBlockRows + row) * Cfg::kMergeLd + col;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] += src[e];
+    }
+    const float2 stats = row_stats(row);
+    const int64_t out_row = int64_t{c.token(r)} * p.nh + c.head(r);
+    if (p.num_splits == 1) {
+      const float inv_sum = 1.0f / stats.y;
+      uint4 packed;
+      uint32_t* words = reinterpret_cast<uint32_t*>(&packed);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) words[e] = pack_bf16(acc[2 * e] * inv_sum, acc[2 * e + 1] * inv_sum);
+      *reinterpret_cast<uint4*>(p.out + out_row * HD + col) = packed;
+    } else {
+      const int64_t partial_row = int64_t{c.split} * p.num_tokens * p.nh + out_row;
+      float4* dst = reinterpret_cast<float4*>(p.partial_out + partial_row * HD + col);
+      dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+      if (col == 0) p.partial_stats[partial_row] = stats;
+    }
+  }
+}
+
+// One warp per output row (token, q head): merges the splits' partial outputs.
+__global__ void combine_splits_kernel(const Params p) {
+  const int64_t rows = int64_t{p.num_tokens} * p.nh;
+  const int64_t row = int64_t{blockIdx.x} * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= rows) return;
+  float m = -INFINITY;
+  for (int s = 0; s < p.num_splits; ++s) m = fmaxf(m, p.partial_stats[s * rows + row].x);
+  const float base = max_or_zero(m);
+  float sum = 0.0f;
+  for (int s = 0; s < p.num_splits; ++s) {
+    const float2 st = p.partial_stats[s * rows + row];
+    sum += st.y * fast_exp2(st.x - base);
+  }
+  const float inv_sum = 1.0f / sum;
+  for (int d = threadIdx.x % 32; d < p.hd; d += 32) {
+    float acc = 0.0f;
+    for (int s = 0; s < p.num_splits; ++s) {
+      acc += p.partial_out[(s * rows + row) * p.hd + d] * fast_exp2(p.partial_stats[s * rows + row].x - base);
+    }
+    p.out[row * p.hd + d] = __float2bfloat16_rn(acc * inv_sum);
+  }
+}
+
+// --- Host side -------------------------------------------------------------------------------------
+
+// What the launch shape needs from the host copy of the batch, validated on the way.
+struct BatchShape {
+  int max_new = 0;           // new tokens of the longest sequence
+  int64_t row_tiles_16 = 0;  // sum over sequences of ceil(rows / 16), rows = num_new * group
+  int64_t row_tiles_32 = 0;
+  int64_t row_tiles_64 = 0;
+};
+
+BatchShape validate_batch(const ForwardBatch& batch, int64_t T, int page_size, int64_t num_pages, int group) {
+  const BatchLayout& h = batch.host;
+  const int S = h.num_seqs;
+  JET_CHECK(S >= 0 && S <= 65535 && h.num_tokens == T && h.max_pages >= 0, "attention: batch has ", S,
+            " sequences (at most 65535) and ", h.num_tokens, " tokens for ", T, " qkv rows");
+  JET_CHECK(h.positions.size() == size_t(T) && h.seq_starts.size() == size_t(S) + 1 &&
+                h.cached_lens.size() == size_t(S) && h.page_table.size() == size_t(S) * h.max_pages,
+            "attention: the batch's host layout has ", h.positions.size(), " positions, ", h.seq_starts.size(),
+            " seq_starts, ", h.cached_lens.size(), " cached_lens and ", h.page_table.size(), " page-table entries for ",
+            S, " sequences, ", T, " tokens and ", h.max_pages, " pages per sequence");
+  check_tensor(batch.positions, "attention", "positions", DType::I32, {T});
+  check_tensor(batch.seq_starts, "attention", "seq_starts", DType::I32, {S + 1});
+  check_tensor(batch.cached_lens, "attention", "cached_lens", DType::I32, {S});
+  check_tensor(batch.page_table, "attention", "page_table", DType::I32, {S, h.max_pages});
+  JET_CHECK(h.seq_starts[0] == 0 && h.seq_starts[S] == T, "attention: seq_starts must run from 0 to ", T,
+            " tokens, got ", h.seq_starts[0], "..", h.seq_starts[S]);
+  BatchShape shape;
+  for (int s = 0; s < S; ++s) {
+    const int32_t begin = h.seq_starts[s], end = h.seq_starts[s + 1];
+    JET_CHECK(begin <= end && h.cached_lens[s] >= 0, "attention: sequence ", s, " has seq_starts ", begin, "..", end,
+              " and cached_len ", h.cached_lens[s]);
+    const int64_t keys = int64_t{h.cached_lens[s]} + (end - begin);
+    JET_CHECK(keys <= int64_t{h.max_pages} * page_size, "attention: sequence ", s, " has ", keys,
+              " keys but its page table holds ", h.max_pages, " pages of ", page_size);
+    for (int64_t page = 0; page * page_size < keys; ++page) {
+      const int32_t id = h.page_table[s * int64_t{h.max_pages} + page];
+      JET_CHECK(id >= 0 && id < num_pages, "attention: sequence ", s, " page ", page, " is ", id,
+                ", outside the cache's ", num_pages, " pages");
+    }
+    for (int32_t t = begin; t < end; ++t) {
+      JET_CHECK(h.positions[t] >= 0 && h.positions[t] < keys, "attention: token ", t, " of sequence ", s,
+                " has position ", h.positions[t], " outside [0, ", keys, ")");
+    }
+    const int64_t rows = int64_t{end - begin} * group;
+    shape.max_new = std::max(shape.max_new, end - begin);
+    shape.row_tiles_16 += (rows + 15) / 16;
+    shape.row_tiles_32 += (rows + 31) / 32;
+    shape.row_tiles_64 += (rows + 63) / 64;
+  }
+  return shape;
+}
+
+template <int HD, int RowWarps>
+void launch_attention(const Params& p, int max_rows, int num_seqs, cudaStream_t stream) {
+  using Cfg = Config<HD, RowWarps>;
+  // Above 48 KB of dynamic shared memory a kernel must opt in, once per process.
+  static const bool opted_in = [] {
+    JET_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<HD, RowWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(Cfg::kSmemBytes)));
+    return true;
+  }();
+  (void)opted_in;
+  const dim3 grid((max_rows + Cfg::kBlockRows - 1) / Cfg::kBlockRows, num_seqs, p.nkv * p.num_splits);
+  attention_kernel<HD, RowWarps><<<grid, kThreads, Cfg::kSmemBytes, stream>>>(p);
+  check_launch("attention_kernel");
+}
+
+template <int HD>
+void launch_attention_for_rows(const Params& p, int row_warps, int max_rows, int num_seqs, cudaStream_t stream) {
+  switch (row_warps) {
+    case 1:
+      return launch_attention<HD, 1>(p, max_rows, num_seqs, stream);
+    case 2:
+      return launch_attention<HD, 2>(p, max_rows, num_seqs, stream);
+    default:
+      return launch_attention<HD, 4>(p, max_rows, num_seqs, stream);
+  }
+}
+
+// Splits of the key range: enough CTAs to fill the GPU, at least kMinKeysPerSplit keys each, and
+// no more partial results than the scratch space holds.
+int choose_splits(int64_t ctas, int64_t key_bound, int64_t partial_bytes_per_split, size_t scratch_bytes) {
+  int device = 0, sms = 0;
+  JET_CUDA_CHECK(cudaGetDevice(&device));
+  JET_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t wanted = (int64_t{kTargetCtasPerSm} * sms + ctas - 1) / std::max<int64_t>(ctas, 1);
+  const int64_t by_keys = key_bound / kMinKeysPerSplit;
+  const int64_t by_scratch = partial_bytes_per_split > 0 ? int64_t(scratch_bytes) / partial_bytes_per_split : 1;
+  return static_cast<int>(std::max<int64_t>(1, std::min({wanted, by_keys, by_scratch})));
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+}  // namespace
+
+void CudaBackend::attention(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int page_size,
+                            const ForwardBatch& batch, int nh, int nkv, int hd, Tensor& out) {
+  JET_CHECK(nh > 0 && nkv > 0 && hd > 0 && nh % nkv == 0 && page_size > 0, "attention: bad layout nh=", nh,
+            " nkv=", nkv, " hd=", hd, " page_size=", page_size, " (nh must be a multiple of nkv)");
+  JET_CHECK(hd == 16 || hd == 32 || hd == 64 || hd == 128, "attention: head_dim ", hd,
+            " is not supported by the CUDA kernels (16, 32, 64 or 128)");
+  check_tensor(qkv, "attention", "qkv", DType::BF16, {-1, int64_t{nh + 2 * nkv} * hd});
+  const int64_t T = qkv.dim(0);
+  check_tensor(out, "attention", "out", DType::BF16, {T, int64_t{nh} * hd});
+  check_tensor(k_cache, "attention", "k_cache", DType::BF16, {-1, page_size, nkv, hd});
+  check_tensor(v_cache, "attention", "v_cache", DType::BF16, {k_cache.dim(0), page_size, nkv, hd});
+  JET_CHECK(aligned16(qkv.data) && aligned16(out.data) && aligned16(k_cache.data) && aligned16(v_cache.data),
+            "attention: qkv, out and the caches must start on 16-byte boundaries (vector loads)");
+  const int group = nh / nkv;
+  const BatchShape shape = validate_batch(batch, T, page_size, k_cache.dim(0), group);
+  if (T == 0) return;
+
+  Params p{};
+  p.qkv = qkv.ptr<bf16>();
+  p.k_cache = k_cache.ptr<bf16>();
+  p.v_cache = v_cache.ptr<bf16>();
+  p.out = out.ptr<bf16>();
+  p.positions = batch.positions.ptr<int32_t>();
+  p.seq_starts = batch.seq_starts.ptr<int32_t>();
+  p.cached_lens = batch.cached_lens.ptr<int32_t>();
+  p.page_table = batch.page_table.ptr<int32_t>();
+  p.num_tokens = static_cast<int>(T);
+  p.max_pages = batch.host.max_pages;
+  p.page_size = page_size;
+  p.mask_block = batch.host.mask_block;
+  p.nh = nh;
+  p.nkv = nkv;
+  p.hd = hd;
+  p.scale_log2 = kLog2e / std::sqrt(static_cast<float>(hd));
+  const int num_seqs = batch.host.num_seqs;
+
+  // 1. Every new token's K and V into the cache first: this forward's queries attend each other.
+  constexpr int kWriteThreads = 256;
+  const int64_t write_chunks = int64_t{shape.max_new} * 2 * nkv * hd / 8;
+  write_kv_kernel<<<dim3((write_chunks + kWriteThreads - 1) / kWriteThreads, num_seqs), kWriteThreads, 0, stream_>>>(p);
+  check_launch("write_kv_kernel");
+
+  // 2. Attention, split along the keys when the CTAs alone would leave the GPU idle (the key
+  // bound comes from the page-table width so the choice does not depend on device data).
+  const int max_rows = shape.max_new * group;
+  const int row_warps = max_rows <= 16 ? 1 : max_rows <= 32 ? 2 : 4;
+  const int64_t row_tiles = row_warps == 1   ? shape.row_tiles_16
+                            : row_warps == 2 ? shape.row_tiles_32
+                                             : shape.row_tiles_64;
+  const int64_t partial_bytes = T * nh * (int64_t{hd} * sizeof(float) + sizeof(float2));
+  p.num_splits =
+      choose_splits(row_tiles * nkv, int64_t{batch.host.max_pages} * page_size, partial_bytes, gemm_workspace_bytes());
+  if (p.num_splits > 1) {
+    // The cuBLASLt workspace is idle between GEMMs on this stream, so the partial results borrow it.
+    p.partial_out = static_cast<float*>(gemm_workspace());
+    p.partial_stats = reinterpret_cast<float2*>(p.partial_out + int64_t{p.num_splits} * T * nh * hd);
+  }
+  switch (hd) {
+    case 16:
+      launch_attention_for_rows<16>(p, row_warps, max_rows, num_seqs, stream_);
+      break;
+    case 32:
+      launch_attention_for_rows<32>(p, row_warps, max_rows, num_seqs, stream_);
+      break;
+    case 64:
+      launch_attention_for_rows<64>(p, row_warps, max_rows, num_seqs, stream_);
+      break;
+    default:
+      launch_attention_for_rows<128>(p, row_warps, max_rows, num_seqs, stream_);
+      break;
+  }
+  if (p.num_splits > 1) {
+    constexpr int kCombineWarps = 8;
+    const int64_t rows = T * nh;
+    combine_splits_kernel<<<(rows + kCombineWarps - 1) / kCombineWarps, kCombineWarps * 32, 0, stream_>>>(p);
+    check_launch("combine_splits_kernel");
+  }
+}
+
+}  // namespace jet::cuda
