@@ -16,10 +16,12 @@
 // split keys merge theirs through shared memory at the end.
 // When (sequences x row tiles x kv heads) gives too few CTAs to fill the GPU (few sequences with
 // long prefixes, the flash-decoding case), the key range is also split across CTAs: each split
-// writes its unnormalised fp32 output and (max, sum) to a workspace and a combine kernel merges
-// them. The launch shape depends only on the host copy of the batch (num_seqs, the largest number
-// of new tokens, max_pages, page_size), never on device data; tiles per split are derived on the
-// device from the actual key counts, so any split count is correct.
+// writes its unnormalised fp32 output and (max, sum) to a workspace (the cuBLASLt workspace, idle
+// between GEMMs on the same stream) and a combine kernel merges them.
+// The launch shape depends only on the host copy of the batch (num_seqs, the largest number of
+// new tokens, max_pages, page_size), never on device data; tiles per split are derived on the
+// device from the actual key counts, so any split count is correct and a captured CUDA graph
+// replays correctly for any batch with the same shape. head_dim 16, 32, 64 or 128.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -176,14 +178,15 @@ struct CtaRows {
 };
 
 // Issues the cp.async of keys [key0, key0 + kTileKeys) of (seq, kv head) into k_dst / v_dst. Keys
-// at or past key_end are zero-filled: their scores are masked, but 0 * NaN would still poison P·V.
+// past the sequence's key_count are zero-filled: their scores are masked, but 0 * NaN (what an
+// unwritten cache slot may hold) would still poison P·V.
 template <int HD, int RowWarps>
-__device__ void load_kv_tile(const Params& p, const CtaRows& c, int key0, int key_end, bf16* k_dst, bf16* v_dst) {
+__device__ void load_kv_tile(const Params& p, const CtaRows& c, int key0, int key_count, bf16* k_dst, bf16* v_dst) {
   using Cfg = Config<HD, RowWarps>;
   constexpr int kChunksPerRow = HD / 8;
   for (int i = threadIdx.x; i < kTileKeys * kChunksPerRow; i += kThreads) {
     const int row = i / kChunksPerRow, col = (i % kChunksPerRow) * 8, key = key0 + row;
-    const bool valid = key < key_end;
+    const bool valid = key < key_count;
     const int64_t src = valid ? (cache_row(p, c.seq, key) * p.nkv + c.kv_head) * HD + col : 0;
     cp_async_16(k_dst + row * Cfg::kLd + col, p.k_cache + src, valid);
     cp_async_16(v_dst + row * Cfg::kLd + col, p.v_cache + src, valid);
@@ -294,7 +297,9 @@ __device__ void attend_tile(const Params& p, const uint32_t (&q_frag)[HD / 16][4
   }
 }
 
-// grid (row tiles of the longest sequence, sequences, kv heads x splits), kThreads threads.
+// grid (kv heads x splits, row tiles of the longest sequence, sequences), kThreads threads. The kv
+// head varies fastest so the CTAs running together read neighbouring 256-byte pieces of the same
+// cache rows ([page, slot, kv head, dim] layout) rather than one piece of many rows.
 template <int HD, int RowWarps>
 __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
   using Cfg = Config<HD, RowWarps>;
@@ -306,18 +311,27 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
   float* warp_sum = reinterpret_cast<float*>(smem + Cfg::kSumOffset);
   float* merge = reinterpret_cast<float*>(smem);  // reuses the stages after the key loop
 
-  const int seq = blockIdx.y;
+  const int seq = blockIdx.z;
   const int seq_begin = p.seq_starts[seq], num_new = p.seq_starts[seq + 1] - seq_begin;
   const int group = p.nh / p.nkv;
   const CtaRows c{.seq = seq,
-                  .kv_head = static_cast<int>(blockIdx.z) / p.num_splits,
-                  .split = static_cast<int>(blockIdx.z) % p.num_splits,
+                  .kv_head = static_cast<int>(blockIdx.x) / p.num_splits,
+                  .split = static_cast<int>(blockIdx.x) % p.num_splits,
                   .group = group,
                   .seq_begin = seq_begin,
                   .num_rows = num_new * group,
-                  .row0 = static_cast<int>(blockIdx.x) * Cfg::kBlockRows};
+                  .row0 = static_cast<int>(blockIdx.y) * Cfg::kBlockRows};
   if (c.row0 >= c.num_rows) return;  // this sequence has fewer rows than the longest one
   const int key_count = p.cached_lens[seq] + num_new;
+
+  auto k_stage = [&](int stage) { return stages + stage * 2 * kTileKeys * Cfg::kLd; };
+  auto v_stage = [&](int stage) { return k_stage(stage) + kTileKeys * Cfg::kLd; };
+  // Q, and for the first split its first K/V tile (split 0 always starts at key 0 and has work),
+  // need no mask: start them before the masks are known, one memory round trip earlier, which is
+  // most of a CTA's time when the prefix is short.
+  load_q_tile<HD, RowWarps>(p, c, q_tile);
+  if (c.split == 0) load_kv_tile<HD, RowWarps>(p, c, 0, key_count, k_stage(0), v_stage(0));
+  cp_async_commit();
 
   // Visible keys of each row (0 for padding rows), and the CTA's key range: its rows' largest.
   for (int r = threadIdx.x; r < Cfg::kBlockRows; r += kThreads) {
@@ -330,16 +344,11 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
   const int num_tiles = (key_end + kTileKeys - 1) / kTileKeys;
   const int tiles_per_split = (num_tiles + p.num_splits - 1) / p.num_splits;
   const int tile_begin = min(num_tiles, c.split * tiles_per_split);
-  const int tile_count = min(num_tiles, tile_begin + tiles_per_split) - tile_begin;  // may be 0
-
-  auto k_stage = [&](int stage) { return stages + stage * 2 * kTileKeys * Cfg::kLd; };
-  auto v_stage = [&](int stage) { return k_stage(stage) + kTileKeys * Cfg::kLd; };
-
-  load_q_tile<HD, RowWarps>(p, c, q_tile);
-  if (tile_count > 0) {
-    load_kv_tile<HD, RowWarps>(p, c, tile_begin * kTileKeys, key_end, k_stage(0), v_stage(0));
+  const int tile_count = min(num_tiles, tile_begin + tiles_per_split) - tile_begin;  // 0 for some splits
+  if (c.split != 0 && tile_count > 0) {
+    load_kv_tile<HD, RowWarps>(p, c, tile_begin * kTileKeys, key_count, k_stage(0), v_stage(0));
+    cp_async_commit();
   }
-  cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
 
@@ -360,7 +369,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
   for (int i = 0; i < tile_count; ++i) {
     if (i + 1 < tile_count) {
       const int next = (i + 1) % kStages;
-      load_kv_tile<HD, RowWarps>(p, c, (tile_begin + i + 1) * kTileKeys, key_end, k_stage(next), v_stage(next));
+      load_kv_tile<HD, RowWarps>(p, c, (tile_begin + i + 1) * kTileKeys, key_count, k_stage(next), v_stage(next));
     }
     cp_async_commit();
     cp_async_wait<1>();  // tile i has landed; tile i + 1 may still be in flight
@@ -524,7 +533,8 @@ void launch_attention(const Params& p, int max_rows, int num_seqs, cudaStream_t 
     return true;
   }();
   (void)opted_in;
-  const dim3 grid((max_rows + Cfg::kBlockRows - 1) / Cfg::kBlockRows, num_seqs, p.nkv * p.num_splits);
+  const dim3 grid(p.nkv * p.num_splits, (max_rows + Cfg::kBlockRows - 1) / Cfg::kBlockRows, num_seqs);
+  JET_CHECK(grid.y <= 65535, "attention: ", max_rows, " query rows in one sequence exceed the grid's limit");
   attention_kernel<HD, RowWarps><<<grid, kThreads, Cfg::kSmemBytes, stream>>>(p);
   check_launch("attention_kernel");
 }
