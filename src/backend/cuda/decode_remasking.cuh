@@ -1,0 +1,80 @@
+// The remasking strategies on the GPU (docs/decoding.md §4): the device twin of
+// src/sampling/remasking.cpp's select_positions. Every strategy ranks the masked positions of a
+// block by a key (ties: lower block index) and commits a prefix of that ranking; these are the
+// key and the prefix length, with the same arithmetic (double keys, the same comparisons).
+#pragma once
+
+#include <cmath>
+
+#include "backend/backend.h"
+
+namespace jet::cuda {
+
+// Index reversed in ceil(log2 B) bits: the dilated order visits indices by increasing value.
+__device__ inline int bit_reversed(int index, int block_length) {
+  const int bits = 32 - __clz(block_length - 1);  // std::bit_width(B - 1); 0 when B = 1
+  int reversed = 0;
+  for (int b = 0; b < bits; ++b) reversed |= ((index >> b) & 1) << (bits - 1 - b);
+  return reversed;
+}
+
+// The ranking key of a masked position: smaller ranks first. `random` is the position's
+// uniform(seed, position, step, kRandomStrategyLane) draw, read by the random strategy only.
+// NaN scores (from NaN logits) rank last, so the ranking is always a strict total order.
+__device__ inline double ranking_key(Strategy strategy, int index, float confidence, float entropy, float margin,
+                                     double random, int block_length) {
+  double key = 0.0;
+  switch (strategy) {
+    case Strategy::Sequential: key = index; break;
+    case Strategy::AntiSequential: key = -index; break;
+    case Strategy::Random: key = -random; break;
+    case Strategy::Dilated: key = bit_reversed(index, block_length); break;
+    case Strategy::MarginStatic: key = -static_cast<double>(margin); break;
+    case Strategy::EntropyStatic:
+    case Strategy::EntropyBounded: key = entropy; break;
+    case Strategy::LowConfidenceStatic:
+    case Strategy::LowConfidenceDynamic:
+    case Strategy::DynamicFactor:
+    case Strategy::DynamicPmax: key = -static_cast<double>(confidence); break;
+  }
+  return isnan(key) ? INFINITY : key;
+}
+
+// How many of the m ranked positions to commit; confidence[r] and entropy[r] belong to the
+// position of rank r, count = min(n_sched, m).
+__device__ inline int prefix_length(Strategy strategy, const float* confidence, const float* entropy, int m, int count,
+                                    const SlotParams& p) {
+  switch (strategy) {
+    case Strategy::LowConfidenceDynamic: {
+      int above = 0;  // ranked by confidence, so the ones above the threshold lead
+      while (above < m && static_cast<double>(confidence[above]) > static_cast<double>(p.dynamic_threshold)) ++above;
+      return above >= count ? above : count;
+    }
+    case Strategy::DynamicFactor: {
+      int k = 1;
+      for (int i = 1; i <= m; ++i) {
+        if ((i + 1) * (1.0 - confidence[i - 1]) < p.dynamic_factor) k = i;
+      }
+      return k;
+    }
+    case Strategy::DynamicPmax: {
+      int k = 0;
+      for (double product = 1.0; k < m; ++k) {
+        product *= confidence[k];
+        if (product < p.dynamic_threshold) break;
+      }
+      return k > 1 ? k : 1;
+    }
+    case Strategy::EntropyBounded: {
+      int k = 0;
+      for (double sum = 0.0; k < m; ++k) {
+        sum += entropy[k];
+        if (sum > p.eb_threshold) break;
+      }
+      return k > 1 ? k : 1;
+    }
+    default: return count;
+  }
+}
+
+}  // namespace jet::cuda

@@ -1,0 +1,187 @@
+// The kept set K of top-k / top-p sampling on the GPU (docs/decoding.md §3, step 5), found by
+// one thread block without sorting. K is always a prefix of the ids ordered by probability
+// descending, ties to the lower id (kept_set.h's MoreProbable), so it is fixed by its last member,
+// the cut. A radix descent over the 32 probability bits (digits of 11, 11 and 10 bits) finds the
+// probability at which the prefix's id count (top-k) or probability mass (top-p) reaches its
+// goal; ids tied at that probability are then taken lowest id first.
+#pragma once
+
+#include <cstdint>
+#include <cub/block/block_scan.cuh>
+
+namespace jet::cuda {
+
+// The order as one unsigned key, larger = earlier: probabilities are >= 0, so their bits order
+// like their values, and the inverted id puts the lower id first among equal probabilities.
+__device__ __forceinline__ uint64_t order_key(float prob, int32_t id) {
+  return (static_cast<uint64_t>(__float_as_uint(prob)) << 32) | ~static_cast<uint32_t>(id);
+}
+
+// Probability mass in units of 2^-62. Integer sums are exact whatever the summation order, so
+// every level of the descent sees the same totals (the loss, under 2^-62 per id, is far below
+// the float resolution of the probabilities).
+__device__ __forceinline__ unsigned long long fixed_mass(float prob) { return __float2ull_rz(prob * 0x1p62f); }
+
+struct CountMass {
+  uint32_t count;
+  unsigned long long mass;
+};
+
+struct AddCountMass {
+  __device__ CountMass operator()(const CountMass& a, const CountMass& b) const {
+    return {a.count + b.count, a.mass + b.mass};
+  }
+};
+
+// What a prefix of the order must reach: `count` ids (top-k), or the share top_p of the
+// candidates' mass (top-p, the sum renormalised over the candidates as in kept_set.cpp).
+struct CutGoal {
+  bool by_mass;
+  uint32_t count;
+  double top_p;
+
+  __device__ bool reached(const CountMass& prefix, unsigned long long candidates_mass) const {
+    return by_mass ? static_cast<double>(prefix.mass) / static_cast<double>(candidates_mass) >= top_p
+                   : prefix.count >= count;
+  }
+};
+
+constexpr int kCutBuckets = 2048;  // one per value of an 11-bit digit
+
+template <int kThreads>
+struct KeptSetShared {
+  uint32_t count[kCutBuckets];
+  unsigned long long mass[kCutBuckets];
+  union {
+    typename cub::BlockScan<CountMass, kThreads>::TempStorage buckets;
+    typename cub::BlockScan<int, kThreads>::TempStorage ties;
+  } scan;
+  CountMass before;  // the prefix before the crossing bucket
+  uint32_t digit;    // the crossing bucket
+  uint32_t tie_count;
+  int32_t tie_id;
+  bool found;
+};
+
+// The cut of the shortest prefix of the candidates (ids of order key >= floor) that reaches
+// `goal`, as the order key of its last id; `floor` when no prefix does (top-p whose sums round
+// below top_p keeps every candidate, as kept_set.cpp does). Called by every thread of the block.
+template <int kThreads, typename Probs>
+__device__ __noinline__ uint64_t select_cut(const Probs& probs, int V, uint64_t floor, const CutGoal goal,
+                               KeptSetShared<kThreads>& sm) {
+  constexpr int kItems = kCutBuckets / kThreads;
+  static_assert(kItems * kThreads == kCutBuckets, "the bucket scan gives every thread the same number of buckets");
+  const int tid = threadIdx.x;
+
+  uint32_t prefix = 0, prefix_mask = 0;  // the probability bits fixed so far
+  CountMass above{0, 0};                 // candidates whose bits exceed the prefix
+  unsigned long long candidates_mass = 0;
+  uint32_t tie_count = 0;
+  int shift = 32;
+  for (int level = 0; level < 3; ++level) {
+    const int width = level < 2 ? 11 : 10;
+    shift -= width;
+    const uint32_t digit_mask = (1u << width) - 1;
+
+    for (int b = tid; b < kCutBuckets; b += kThreads) {
+      sm.count[b] = 0;
+      sm.mass[b] = 0;
+    }
+    if (tid == 0) sm.found = false;
+    __syncthreads();
+    for (int32_t id = tid; id < V; id += kThreads) {
+      const float prob = probs(id);
+      const uint32_t bits = __float_as_uint(prob);
+      if ((bits & prefix_mask) != prefix || order_key(prob, id) < floor) continue;
+      const uint32_t digit = (bits >> shift) & digit_mask;
+      atomicAdd(&sm.count[digit], 1u);
+      if (goal.by_mass) atomicAdd(&sm.mass[digit], fixed_mass(prob));
+    }
+    __syncthreads();
+
+    // Thread t scans buckets t * kItems ... t * kItems + kItems - 1 of the order, bucket s being
+    // digit kCutBuckets - 1 - s: largest probabilities first.
+    auto bucket = [&](int k) {
+      const int digit = kCutBuckets - 1 - (tid * kItems + k);
+      return CountMass{sm.count[digit], sm.mass[digit]};
+    };
+    CountMass mine{0, 0}, preceding, total;
+    for (int k = 0; k < kItems; ++k) mine = AddCountMass{}(mine, bucket(k));
+    cub::BlockScan<CountMass, kThreads>(sm.scan.buckets).ExclusiveScan(mine, preceding, CountMass{0, 0}, AddCountMass{},
+                                                                       total);
+    if (level == 0) candidates_mass = total.mass;
+    // The crossing bucket: the first non-empty one whose inclusive prefix reaches the goal.
+    preceding = AddCountMass{}(above, preceding);
+    for (int k = 0; k < kItems; ++k) {
+      const CountMass in_bucket = bucket(k);
+      const CountMass including = AddCountMass{}(preceding, in_bucket);
+      if (in_bucket.count > 0 && goal.reached(including, candidates_mass) &&
+          (preceding.count == 0 || !goal.reached(preceding, candidates_mass))) {
+        sm.digit = kCutBuckets - 1 - (tid * kItems + k);
+        sm.before = preceding;
+        sm.tie_count = in_bucket.count;
+        sm.found = true;
+      }
+      preceding = including;
+    }
+    __syncthreads();
+    const bool found = sm.found;
+    const uint32_t digit = sm.digit;
+    above = sm.before;
+    tie_count = sm.tie_count;
+    __syncthreads();  // shared state is free for the next level or the next caller
+    if (!found) return floor;
+    prefix |= digit << shift;
+    prefix_mask |= digit_mask << shift;
+  }
+
+  // `prefix` is now the cut's probability bits: take the `need` lowest of the tie_count ids that have it.
+  uint32_t need = goal.count - above.count;
+  if (goal.by_mass) {  // the fewest ids whose added mass reaches the goal (all tie_count of them do)
+    const unsigned long long each = fixed_mass(__uint_as_float(prefix));
+    uint32_t lo = 1, hi = tie_count;
+    while (lo < hi) {
+      const uint32_t mid = (lo + hi) / 2;
+      if (goal.reached({above.count + mid, above.mass + mid * each}, candidates_mass)) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    need = lo;
+  }
+  const uint64_t group_key = static_cast<uint64_t>(prefix) << 32;
+  if (need >= tie_count) return group_key > floor ? group_key : floor;
+
+  // The need-th lowest tied id, scanning the ids in order one block-wide chunk at a time.
+  uint32_t counted = 0;
+  for (int32_t chunk = 0; chunk < V; chunk += kThreads) {
+    const int32_t id = chunk + tid;
+    bool tied = false;
+    if (id < V) {
+      const float prob = probs(id);
+      tied = __float_as_uint(prob) == prefix && order_key(prob, id) >= floor;
+    }
+    int rank = 0, chunk_ties = 0;
+    cub::BlockScan<int, kThreads>(sm.scan.ties).ExclusiveSum(tied ? 1 : 0, rank, chunk_ties);
+    if (tied && counted + rank + 1 == need) sm.tie_id = id;
+    counted += chunk_ties;
+    __syncthreads();
+    if (counted >= need) break;
+  }
+  const int32_t tie_id = sm.tie_id;
+  __syncthreads();
+  return order_key(__uint_as_float(prefix), tie_id);
+}
+
+// The cut of K for a slot's top_k / top_p (0, every id, when neither applies); an id is in K iff
+// order_key(probs(id), id) >= the cut.
+template <int kThreads, typename Probs>
+__device__ uint64_t kept_set_cut(const Probs& probs, int V, int32_t top_k, float top_p, KeptSetShared<kThreads>& sm) {
+  uint64_t cut = 0;
+  if (top_k > 0 && top_k < V) cut = select_cut(probs, V, cut, CutGoal{false, static_cast<uint32_t>(top_k), 0.0}, sm);
+  if (top_p < 1.0f) cut = select_cut(probs, V, cut, CutGoal{true, 0, static_cast<double>(top_p)}, sm);
+  return cut;
+}
+
+}  // namespace jet::cuda
