@@ -94,6 +94,7 @@ HostWeights::Strided HostWeights::read_dlpack(const std::string& name, const py:
   Strided t{element, {}, {}, static_cast<const std::byte*>(dl.data) + dl.byte_offset};
   const size_t size = element_size(dt.bits);
   t.shape.assign(dl.shape, dl.shape + dl.ndim);
+  for (int64_t d : t.shape) JET_CHECK(d >= 0, "weight ", name, ": DLPack shape has a negative dimension ", d);
   t.byte_strides.resize(dl.ndim);
   int64_t compact = static_cast<int64_t>(size);
   for (int32_t d = dl.ndim - 1; d >= 0; --d) {
