@@ -2,6 +2,7 @@
 methods the original's users call (encode, decode, apply_chat_template, ...)."""
 
 import json
+import numbers
 from collections.abc import Mapping
 
 from . import _jetengine
@@ -39,8 +40,8 @@ class Tokenizer:
         return [self.convert_tokens_to_ids(t) for t in tokens]
 
     def convert_ids_to_tokens(self, ids):
-        if isinstance(ids, int):
-            return self._engine.id_to_token(ids) or None
+        if isinstance(ids, numbers.Integral):
+            return self._engine.id_to_token(check_token_ids("ids", [ids])[0]) or None
         return [self.convert_ids_to_tokens(i) for i in check_token_ids("ids", ids)]
 
     @property

@@ -156,6 +156,7 @@ def test_tokenizer(llm):
     assert tok.decode(np.array(ids)) == "Hello block diffusion"
     assert tok.eos_token_id == tok.convert_tokens_to_ids("<|endoftext|>")
     assert tok.convert_ids_to_tokens(tok.eos_token_id) == "<|endoftext|>"
+    assert tok.convert_ids_to_tokens(np.array(ids))[0] == tok.convert_ids_to_tokens(np.int64(ids[0]))
     assert tok.convert_tokens_to_ids("no such token") is None
     assert tok.decode([tok.eos_token_id], skip_special_tokens=True) == ""
 
