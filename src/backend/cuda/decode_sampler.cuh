@@ -27,9 +27,13 @@ struct Candidate {
 };
 
 // The row as §3 turns it into a distribution: the mask id at -inf, the repetition penalty on
-// the seen ids, divided by the temperature (1 when greedy); operator() gives the probability
-// once the passes have found max_scaled and inv_sum.
+// the seen ids, divided by the temperature (1 when greedy); prob() gives the probability once
+// the passes have found max_scaled and inv_sum.
 struct SampledRow {
+  // Logits each thread loads before using the first: one load at a time per thread leaves the
+  // memory system mostly idle (the passes are bound by reading the row).
+  static constexpr int kLoadsInFlight = 8;
+
   const float* logits;
   const uint32_t* seen;  // the repetition-penalty bitmap, or null when the penalty is 1
   int32_t mask_id;
@@ -43,8 +47,30 @@ struct SampledRow {
     if (seen != nullptr && ((__ldg(seen + (id >> 5)) >> (id & 31)) & 1u)) l = l > 0 ? l / penalty : l * penalty;
     return l;
   }
-  __device__ float z(int32_t id) const { return logit(id) / temperature - max_scaled; }
-  __device__ float operator()(int32_t id) const { return expf(z(id)) * inv_sum; }
+  // l / T, the CPU's fp32 division (exact, so T = 1 needs none).
+  __device__ float scaled(float l) const { return temperature == 1.0f ? l : l / temperature; }
+  __device__ float z(float l) const { return scaled(l) - max_scaled; }
+  __device__ float prob(float l) const { return expf(z(l)) * inv_sum; }
+  __device__ float operator()(int32_t id) const { return prob(logit(id)); }
+
+  // f(id, logit) for this thread's ids (threadIdx.x + k * kSampleThreads), in increasing order.
+  template <typename F>
+  __device__ void for_each_logit(int V, F&& f) const {
+    int32_t id = threadIdx.x;
+    for (; id + (kLoadsInFlight - 1) * kSampleThreads < V; id += kLoadsInFlight * kSampleThreads) {
+      float l[kLoadsInFlight];
+#pragma unroll
+      for (int k = 0; k < kLoadsInFlight; ++k) l[k] = logit(id + k * kSampleThreads);
+#pragma unroll
+      for (int k = 0; k < kLoadsInFlight; ++k) f(id + k * kSampleThreads, l[k]);
+    }
+    for (; id < V; id += kSampleThreads) f(id, logit(id));
+  }
+  // f(id, probability) for this thread's ids, in increasing order.
+  template <typename F>
+  __device__ void for_each_prob(int V, F&& f) const {
+    for_each_logit(V, [&](int32_t id, float l) { f(id, prob(l)); });
+  }
 };
 
 struct ArgMax {
@@ -119,17 +145,16 @@ __device__ inline int32_t gumbel_max(const SampledRow& row, int V, uint64_t cut,
   constexpr double kSkipMargin = 1e-12;
   Scored best{-INFINITY, INT32_MAX};
   double win_scale = INFINITY;  // e^-best.score
-  for (int32_t id = threadIdx.x; id < V; id += kSampleThreads) {
-    const float prob = row(id);
-    if (!(prob > 0.0f) || order_key(prob, id) < cut) continue;
+  row.for_each_prob(V, [&](int32_t id, float prob) {
+    if (!(prob > 0.0f) || order_key(prob, id) < cut) return;
     const double u = uniform_lane(rng_prefix, static_cast<uint64_t>(id));
-    if (u < 1.0 - static_cast<double>(prob) * win_scale - kSkipMargin) continue;
+    if (u < 1.0 - static_cast<double>(prob) * win_scale - kSkipMargin) return;
     const double score = log(static_cast<double>(prob)) - log(-log(u));
     if (score > best.score || (score == best.score && id < best.id)) {
       best = {score, id};
       win_scale = exp(-score);
     }
-  }
+  });
   const Scored winner = reduce_to_all(best, ScoredMaxOp{}, sm.reduce.scored, sm.scored);
   return winner.id == INT32_MAX ? fallback : winner.id;
 }
@@ -143,14 +168,14 @@ __device__ inline Candidate sample_position(const float* logits, int V, const Sl
 
   // The largest logit, lowest id on ties: the greedy token and the softmax shift.
   ArgMax local_max{-INFINITY, V};
-  for (int32_t id = threadIdx.x; id < V; id += kSampleThreads) local_max = ArgMaxOp{}(local_max, {row.logit(id), id});
+  row.for_each_logit(V, [&](int32_t id, float l) { local_max = ArgMaxOp{}(local_max, {l, id}); });
   ArgMax top = reduce_to_all(local_max, ArgMaxOp{}, sm.reduce.argmax, sm.argmax);
   if (top.id >= V) top.id = 0;  // an all-NaN row: the CPU's argmax stays at id 0 too
-  row.max_scaled = row.logit(top.id) / row.temperature;
+  row.max_scaled = row.scaled(row.logit(top.id));
 
   SoftmaxSums local_sums{0.0, 0.0, 0.0f, 0.0f};
-  for (int32_t id = threadIdx.x; id < V; id += kSampleThreads) {
-    const float z = row.z(id);
+  row.for_each_logit(V, [&](int32_t, float l) {
+    const float z = row.z(l);
     const float e = expf(z);
     local_sums.sum += e;
     if (e > 0.0f) local_sums.weighted_z += static_cast<double>(e) * z;  // skips -inf (masked) entries
@@ -160,7 +185,7 @@ __device__ inline Candidate sample_position(const float* logits, int V, const Sl
     } else if (e > local_sums.e2) {
       local_sums.e2 = e;
     }
-  }
+  });
   const SoftmaxSums sums = reduce_to_all(local_sums, AddSoftmaxSums{}, sm.reduce.sums, sm.sums);
   row.inv_sum = static_cast<float>(1.0 / sums.sum);
   Candidate c;

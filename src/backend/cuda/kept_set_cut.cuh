@@ -65,7 +65,10 @@ struct KeptSetShared {
 
 // The cut of the shortest prefix of the candidates (ids of order key >= floor) that reaches
 // `goal`, as the order key of its last id; `floor` when no prefix does (top-p whose sums round
-// below top_p keeps every candidate, as kept_set.cpp does). Called by every thread of the block.
+// below top_p keeps every candidate, as kept_set.cpp does). Called by every thread of the block;
+// probs(id) is id's probability, and probs.for_each_prob(V, f) calls f(id, probability) for the
+// calling thread's share of the ids. Kept out of line: its registers would otherwise crowd the
+// sampler's common path (no top-k / top-p) into spilling.
 template <int kThreads, typename Probs>
 __device__ __noinline__ uint64_t select_cut(const Probs& probs, int V, uint64_t floor, const CutGoal goal,
                                KeptSetShared<kThreads>& sm) {
@@ -89,14 +92,13 @@ __device__ __noinline__ uint64_t select_cut(const Probs& probs, int V, uint64_t 
     }
     if (tid == 0) sm.found = false;
     __syncthreads();
-    for (int32_t id = tid; id < V; id += kThreads) {
-      const float prob = probs(id);
+    probs.for_each_prob(V, [&](int32_t id, float prob) {
       const uint32_t bits = __float_as_uint(prob);
-      if ((bits & prefix_mask) != prefix || order_key(prob, id) < floor) continue;
+      if ((bits & prefix_mask) != prefix || order_key(prob, id) < floor) return;
       const uint32_t digit = (bits >> shift) & digit_mask;
       atomicAdd(&sm.count[digit], 1u);
       if (goal.by_mass) atomicAdd(&sm.mass[digit], fixed_mass(prob));
-    }
+    });
     __syncthreads();
 
     // Thread t scans buckets t * kItems ... t * kItems + kItems - 1 of the order, bucket s being
