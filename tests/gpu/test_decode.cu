@@ -8,10 +8,9 @@
 // as NaN, so an element the GPU forgot to write fails). Then bad input, and the time of one step
 // at batch 128, B = 4, V = 151936.
 //
-// Standalone (prints PASS / FAIL lines, exits non-zero on failure). Built against the library:
-//   nvcc -std=c++20 -O2 -arch=sm_90 -Isrc tests/gpu/test_decode.cu <libjetengine.a and its libs>
-// Run from anywhere: test_decode [--quick]   (--quick: the small vocabulary only, no timing; for
-// compute-sanitizer).
+// A plain program (PASS / FAIL lines, non-zero exit on failure): target test_decode of
+// tests/gpu/CMakeLists.txt, run by tests/gpu/run.sh. test_decode [--quick]: --quick compares the
+// small vocabulary only and skips the timing (about 1 s; for compute-sanitizer).
 #include <algorithm>
 #include <array>
 #include <chrono>
