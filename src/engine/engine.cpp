@@ -327,7 +327,9 @@ void Engine::Impl::run(std::vector<Sequence>& seqs, int max_active, const Output
       tokens += seq->completion.size();
       on_output(seq->index, make_output(*seq));
     }
-    if (progress && !finished.empty()) progress(done, seqs.size(), tokens);
+    // Every step, not only when a prompt finishes: the callback is also where a front end
+    // (Python's Ctrl-C) gets to stop a long generation.
+    if (progress) progress(done, seqs.size(), tokens);
   }
   if (num_preemptions > 0) {
     log_warn(num_preemptions, " preemptions: the KV cache could not hold every running sequence, so some were ",
