@@ -1,0 +1,126 @@
+// CudaBackend's life cycle (device, stream, cuBLASLt handle and GEMM workspace, made once),
+// device memory and host<->device copies, the default KV-cache budget, the CUDA error checks,
+// and the factory functions registry.cpp calls.
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_factory.h"
+#include "backend/cuda/gemm_plans.h"
+
+namespace jet {
+
+namespace cuda {
+
+namespace {
+
+// cuBLASLt's guidance for Hopper: 32 MiB lets every algorithm it may pick run.
+constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
+// Share of the free device memory the KV cache may take when the user sets no budget, and what
+// stays free beside it for activations, MoE scratch and CUDA graph pools.
+constexpr double kKvShareOfFree = 0.9;
+constexpr size_t kKvMargin = size_t{1} << 30;
+
+// Releases what the constructor made, in reverse order; errors are ignored (this runs from the
+// destructor and from a constructor that is already throwing).
+void release(cudaStream_t stream, cublasLtHandle_t lt, void* workspace) {
+  if (stream) cudaStreamSynchronize(stream);
+  if (lt) cublasLtDestroy(lt);
+  if (workspace) cudaFree(workspace);
+  if (stream) cudaStreamDestroy(stream);
+}
+
+}  // namespace
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    throw Error(str("CUDA error ", cudaGetErrorName(status), " (", cudaGetErrorString(status), ") in ", what));
+  }
+}
+
+void check(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw Error(
+        str("cuBLASLt error ", cublasLtGetStatusName(status), " (", cublasLtGetStatusString(status), ") in ", what));
+  }
+}
+
+bool device_available() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();  // no driver or no device: clear the error, it is an answer here
+    return false;
+  }
+  return count > 0;
+}
+
+CudaBackend::CudaBackend(int device) : device_(device) {
+  try {
+    JET_CUDA_CHECK(cudaSetDevice(device_));
+    // Non-blocking: the legacy default stream (used by stray library calls) never serialises ours.
+    JET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    JET_CUDA_CHECK(cublasLtCreate(&lt_));
+    JET_CUDA_CHECK(cudaMalloc(&workspace_, kGemmWorkspaceBytes));
+    workspace_bytes_ = kGemmWorkspaceBytes;
+    gemm_plans_ = std::make_unique<GemmPlans>(lt_, workspace_, workspace_bytes_);
+  } catch (...) {
+    release(stream_, lt_, workspace_);
+    throw;
+  }
+}
+
+CudaBackend::~CudaBackend() {
+  gemm_plans_.reset();
+  release(stream_, lt_, workspace_);
+}
+
+// "cuda", like the device option that selects this backend ("cpu" names the CPU backend).
+std::string CudaBackend::name() const { return "cuda"; }
+
+Buffer CudaBackend::alloc(size_t bytes) {
+  if (bytes == 0) return Buffer(nullptr, 0, [](void*) {});  // an empty tensor needs no memory
+  void* ptr = nullptr;
+  const cudaError_t status = cudaMalloc(&ptr, bytes);
+  if (status != cudaSuccess) {
+    cudaGetLastError();  // an out-of-memory error is not sticky; clear it so later calls still work
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    throw Error(str("cuda backend: cannot allocate ", bytes, " bytes of device memory (", cudaGetErrorName(status),
+                    "; ", free_bytes, " of ", total_bytes, " bytes free)"));
+  }
+  return Buffer(ptr, bytes, [](void* p) { cudaFree(p); });
+}
+
+void CudaBackend::upload(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  JET_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+  // The caller may free or reuse `src` as soon as this returns (the model loader's staging
+  // buffers do), and a copy from pageable memory may still be reading it: wait for it.
+  JET_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::download(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  JET_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  JET_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::synchronize() { JET_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+size_t CudaBackend::default_kv_budget_bytes() const {
+  size_t free_bytes = 0, total_bytes = 0;
+  JET_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const auto share = static_cast<size_t>(static_cast<double>(free_bytes) * kKvShareOfFree);
+  return share > kKvMargin ? share - kKvMargin : 0;
+}
+
+}  // namespace cuda
+
+bool cuda_device_available() { return cuda::device_available(); }
+
+std::unique_ptr<Backend> make_cuda_backend() {
+  JET_CHECK(cuda::device_available(),
+            "device 'cuda': no CUDA device is visible (check the driver and "
+            "CUDA_VISIBLE_DEVICES); use device 'cpu'");
+  return std::make_unique<cuda::CudaBackend>(0);
+}
+
+}  // namespace jet

@@ -1,0 +1,133 @@
+// Normalisation and rotary embedding on bf16 activations: rmsnorm, add_rmsnorm (the residual
+// stream stays bf16 as in HF: residual = bf16(residual + x)) and qk_norm_rope (per-head RMSNorm
+// of q and k, then NeoX rotate-half RoPE). Statistics, the weight multiply and the rotation run
+// in fp32 with one rounding to bf16 at the end, as SDAR's fused RMSNorm does (models.md §1.3).
+#include <cmath>
+
+#include "backend/cuda/kernel_util.cuh"
+
+namespace jet::cuda {
+
+namespace {
+
+constexpr int kNormThreads = 256;
+constexpr int kRopeWarps = 4;
+// Rotary frequencies travel as a kernel parameter (computed on the host exactly as the CPU op
+// does, so both backends rotate by bit-identical angles); this bounds head_dim at 512.
+constexpr int kMaxRopeHalf = 256;
+
+struct RopeFrequencies {
+  float inv_freq[kMaxRopeHalf];
+};
+
+// out = x / sqrt(mean(x²) + eps) * w for the block's row. Each thread reads and writes the same
+// elements in both passes, so out may alias x.
+__device__ void rmsnorm_row(const bf16* x, const bf16* w, float eps, int64_t H, bf16* out) {
+  float sum_squares = 0.0f;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    const float v = __bfloat162float(x[i]);
+    sum_squares += v * v;
+  }
+  const float scale = 1.0f / sqrtf(block_sum(sum_squares) / static_cast<float>(H) + eps);
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    out[i] = __float2bfloat16(__bfloat162float(x[i]) * scale * __bfloat162float(w[i]));
+  }
+}
+
+__global__ void rmsnorm_kernel(const bf16* x, const bf16* w, float eps, int64_t H, bf16* out) {
+  const int64_t t = blockIdx.x;
+  rmsnorm_row(x + t * H, w, eps, H, out + t * H);
+}
+
+// residual = bf16(residual + x), then out = rmsnorm(residual). The thread that rounds an element
+// is the one that reads it back, so no barrier is needed between the two.
+__global__ void add_rmsnorm_kernel(bf16* residual, const bf16* x, const bf16* w, float eps, int64_t H, bf16* out) {
+  const int64_t t = blockIdx.x;
+  bf16* row = residual + t * H;
+  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+    row[i] = __float2bfloat16(__bfloat162float(row[i]) + __bfloat162float(x[t * H + i]));
+  }
+  rmsnorm_row(row, w, eps, H, out + t * H);
+}
+
+// One block per token, one warp per q or k head (v heads are left as they are). A lane owns the
+// rotation pairs (i, i + hd/2) for i ≡ lane (mod 32), in both the norm and the rotation pass.
+__global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k_norm, const int32_t* positions,
+                                    float eps, int nh, int nkv, int hd, RopeFrequencies freqs) {
+  const int64_t t = blockIdx.x;
+  const int lane = threadIdx.x % 32, half = hd / 2;
+  const int64_t width = int64_t{nh + 2 * nkv} * hd;
+  const float position = static_cast<float>(positions[t]);
+  for (int h = threadIdx.x / 32; h < nh + nkv; h += blockDim.x / 32) {
+    bf16* head = qkv + t * width + int64_t{h} * hd;
+    const bf16* norm = h < nh ? q_norm : k_norm;
+    float scale = 1.0f;
+    if (norm) {
+      float sum_squares = 0.0f;
+      for (int i = lane; i < hd; i += 32) {
+        const float v = __bfloat162float(head[i]);
+        sum_squares += v * v;
+      }
+      scale = 1.0f / sqrtf(warp_sum(sum_squares) / static_cast<float>(hd) + eps);
+    }
+    for (int i = lane; i < half; i += 32) {
+      float x1 = __bfloat162float(head[i]) * scale, x2 = __bfloat162float(head[i + half]) * scale;
+      if (norm) {
+        x1 *= __bfloat162float(norm[i]);
+        x2 *= __bfloat162float(norm[i + half]);
+      }
+      float sin_a, cos_a;
+      sincosf(position * freqs.inv_freq[i], &sin_a, &cos_a);
+      head[i] = __float2bfloat16(x1 * cos_a - x2 * sin_a);
+      head[i + half] = __float2bfloat16(x2 * cos_a + x1 * sin_a);
+    }
+  }
+}
+
+}  // namespace
+
+void CudaBackend::rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
+  check_tensor(x, "rmsnorm", "x", DType::BF16, {-1, -1});
+  const int64_t T = x.dim(0), H = x.dim(1);
+  check_tensor(w, "rmsnorm", "w", DType::BF16, {H});
+  check_tensor(out, "rmsnorm", "out", DType::BF16, {T, H});
+  if (T == 0) return;
+  rmsnorm_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, stream_>>>(x.ptr<bf16>(), w.ptr<bf16>(), eps, H,
+                                                                         out.ptr<bf16>());
+  check_launch("rmsnorm_kernel");
+}
+
+void CudaBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) {
+  check_tensor(residual, "add_rmsnorm", "residual", DType::BF16, {-1, -1});
+  const int64_t T = residual.dim(0), H = residual.dim(1);
+  check_tensor(x, "add_rmsnorm", "x", DType::BF16, {T, H});
+  check_tensor(w, "add_rmsnorm", "w", DType::BF16, {H});
+  check_tensor(out, "add_rmsnorm", "out", DType::BF16, {T, H});
+  if (T == 0) return;
+  add_rmsnorm_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, stream_>>>(residual.ptr<bf16>(), x.ptr<bf16>(),
+                                                                             w.ptr<bf16>(), eps, H, out.ptr<bf16>());
+  check_launch("add_rmsnorm_kernel");
+}
+
+void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                               const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd) {
+  JET_CHECK(nh > 0 && nkv > 0 && hd > 0 && hd % 2 == 0, "qk_norm_rope: bad head layout nh=", nh, " nkv=", nkv,
+            " hd=", hd, " (head_dim must be even)");
+  JET_CHECK(hd / 2 <= kMaxRopeHalf, "qk_norm_rope: head_dim ", hd, " exceeds the CUDA backend's limit of ",
+            2 * kMaxRopeHalf);
+  const int64_t width = int64_t{nh + 2 * nkv} * hd;
+  check_tensor(qkv, "qk_norm_rope", "qkv", DType::BF16, {-1, width});
+  const int64_t T = qkv.dim(0);
+  check_tensor(batch.positions, "qk_norm_rope", "positions", DType::I32, {T});
+  if (q_norm.data) check_tensor(q_norm, "qk_norm_rope", "q_norm", DType::BF16, {hd});
+  if (k_norm.data) check_tensor(k_norm, "qk_norm_rope", "k_norm", DType::BF16, {hd});
+  if (T == 0) return;
+
+  RopeFrequencies freqs{};
+  for (int i = 0; i < hd / 2; ++i) freqs.inv_freq[i] = 1.0f / std::pow(rope_theta, static_cast<float>(2 * i) / hd);
+  qk_norm_rope_kernel<<<static_cast<unsigned>(T), 32 * kRopeWarps, 0, stream_>>>(
+      qkv.ptr<bf16>(), q_norm.ptr<bf16>(), k_norm.ptr<bf16>(), batch.positions.ptr<int32_t>(), eps, nh, nkv, hd, freqs);
+  check_launch("qk_norm_rope_kernel");
+}
+
+}  // namespace jet::cuda

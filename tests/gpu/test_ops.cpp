@@ -1,0 +1,242 @@
+// Every CUDA op of the core families against the CPU backend on random odd shapes: matmul (bf16
+// and f32 output, unaligned operands), rmsnorm, add_rmsnorm, qk_norm_rope, swiglu, embedding,
+// gather_block_tokens and moe; plus the argument checks and the device-side guards (bad ids and
+// slots never read out of bounds). Run from anywhere; exits non-zero on any failure.
+#include <algorithm>
+#include <tuple>
+
+#include "gpu_test_util.h"
+
+using namespace jet;
+using namespace jet::gpu_test;
+
+namespace {
+
+// Every op's single bf16 rounding (2^-9) plus fp32 ordering differences stay well inside this.
+constexpr double kRtol = 1e-2;
+
+std::string shape_name(const char* op, std::initializer_list<int64_t> dims) {
+  std::string s = std::string(op) + " [";
+  bool first = true;
+  for (int64_t d : dims) {
+    s += (first ? "" : ", ") + std::to_string(d);
+    first = false;
+  }
+  return s + "]";
+}
+
+void test_matmul(Report& report, Twins& tw, std::mt19937& rng) {
+  for (auto [M, N, K] : {std::tuple{1, 1, 1}, std::tuple{7, 13, 11}, std::tuple{3, 1001, 97}, std::tuple{601, 5, 97},
+                         std::tuple{33, 257, 130}, std::tuple{130, 96, 2560}, std::tuple{5, 3, 0}}) {
+    for (DType out_dtype : {DType::BF16, DType::F32}) {
+      const std::string name = shape_name("matmul", {M, N, K}) + (out_dtype == DType::F32 ? " -> f32" : " -> bf16");
+      report.run(name, [&, M = M, N = N, K = K] {
+        Twin x = tw.floats({M, K}, random_bf16(rng, size_t(M) * K));
+        Twin w = tw.floats({N, K}, random_bf16(rng, size_t(N) * K));
+        Twin out = tw.poisoned({M, N}, out_dtype);
+        tw.cpu().matmul(x.cpu, w.cpu, out.cpu);
+        tw.cuda().matmul(x.cuda, w.cuda, out.cuda);
+        expect_close(report, name, tw.cuda_values(out.cuda), tw.cpu_values(out.cpu), kRtol);
+      });
+    }
+  }
+  // Operands that start one row into their buffers: with an odd K the rows are only 2-byte
+  // aligned, which the plan (made for this alignment) must handle.
+  for (auto [M, N, K] : {std::tuple{9, 17, 33}, std::tuple{64, 64, 64}}) {
+    const std::string name = shape_name("matmul offset operands", {M, N, K});
+    report.run(name, [&, M = M, N = N, K = K] {
+      Twin x = tw.floats({M + 1, K}, random_bf16(rng, size_t(M + 1) * K));
+      Twin w = tw.floats({N + 1, K}, random_bf16(rng, size_t(N + 1) * K));
+      Twin out = tw.poisoned({M + 1, N});
+      Tensor out_cpu = out.cpu.rows(1, M + 1), out_cuda = out.cuda.rows(1, M + 1);
+      tw.cpu().matmul(x.cpu.rows(1, M + 1), w.cpu.rows(1, N + 1), out_cpu);
+      tw.cuda().matmul(x.cuda.rows(1, M + 1), w.cuda.rows(1, N + 1), out_cuda);
+      expect_close(report, name, tw.cuda_values(out_cuda), tw.cpu_values(out_cpu), kRtol);
+    });
+  }
+  report.run("matmul argument checks", [&] {
+    Twin x = tw.poisoned({3, 5}), w = tw.poisoned({4, 6}), out = tw.poisoned({3, 4});
+    expect_error(report, "matmul rejects mismatched K", [&] { tw.cuda().matmul(x.cuda, w.cuda, out.cuda); });
+    Twin f32_x = tw.poisoned({3, 6}, DType::F32);
+    expect_error(report, "matmul rejects an f32 x", [&] { tw.cuda().matmul(f32_x.cuda, w.cuda, out.cuda); });
+  });
+}
+
+void test_norms(Report& report, Twins& tw, std::mt19937& rng) {
+  const float eps = 1e-6f;
+  for (auto [T, H] : {std::pair{1, 1}, std::pair{7, 40}, std::pair{5, 2560}, std::pair{3, 1001}}) {
+    const std::string name = shape_name("rmsnorm", {T, H});
+    report.run(name, [&, T = T, H = H] {
+      Twin x = tw.floats({T, H}, random_bf16(rng, size_t(T) * H, -2.0f, 2.0f));
+      Twin w = tw.floats({H}, random_bf16(rng, H, 0.5f, 1.5f));
+      Twin out = tw.poisoned({T, H});
+      tw.cpu().rmsnorm(x.cpu, w.cpu, eps, out.cpu);
+      tw.cuda().rmsnorm(x.cuda, w.cuda, eps, out.cuda);
+      expect_close(report, name, tw.cuda_values(out.cuda), tw.cpu_values(out.cpu), kRtol);
+    });
+    const std::string add_name = shape_name("add_rmsnorm", {T, H});
+    report.run(add_name, [&, T = T, H = H] {
+      Twin residual = tw.floats({T, H}, random_bf16(rng, size_t(T) * H, -2.0f, 2.0f));
+      Twin x = tw.floats({T, H}, random_bf16(rng, size_t(T) * H));
+      Twin w = tw.floats({H}, random_bf16(rng, H, 0.5f, 1.5f));
+      Twin out = tw.poisoned({T, H});
+      tw.cpu().add_rmsnorm(residual.cpu, x.cpu, w.cpu, eps, out.cpu);
+      tw.cuda().add_rmsnorm(residual.cuda, x.cuda, w.cuda, eps, out.cuda);
+      expect_close(report, add_name + " residual", tw.cuda_values(residual.cuda), tw.cpu_values(residual.cpu), kRtol);
+      expect_close(report, add_name + " out", tw.cuda_values(out.cuda), tw.cpu_values(out.cpu), kRtol);
+    });
+  }
+}
+
+void test_qk_norm_rope(Report& report, Twins& tw, std::mt19937& rng) {
+  const float eps = 1e-6f, theta = 1e6f;
+  struct Case {
+    int T, nh, nkv, hd;
+    bool with_norm;
+  };
+  for (Case c : {Case{5, 4, 2, 16, true}, Case{3, 32, 8, 128, true}, Case{7, 3, 1, 6, true}, Case{4, 4, 4, 128, false},
+                 Case{2, 2, 1, 100, true}}) {
+    const std::string name = shape_name("qk_norm_rope T,nh,nkv,hd", {c.T, c.nh, c.nkv, c.hd}) +
+                             (c.with_norm ? " with q/k norm" : " without norm");
+    report.run(name, [&] {
+      const int64_t width = int64_t{c.nh + 2 * c.nkv} * c.hd;
+      Twin qkv = tw.floats({c.T, width}, random_bf16(rng, size_t(c.T) * width, -2.0f, 2.0f));
+      Twin q_norm, k_norm;
+      if (c.with_norm) {
+        q_norm = tw.floats({c.hd}, random_bf16(rng, c.hd, 0.5f, 1.5f));
+        k_norm = tw.floats({c.hd}, random_bf16(rng, c.hd, 0.5f, 1.5f));
+      }
+      // Positions far from 0 too: the angles must round the same way on both backends.
+      std::vector<int32_t> positions(c.T);
+      std::uniform_int_distribution<int32_t> pos(0, 40000);
+      for (int32_t& p : positions) p = pos(rng);
+      BatchLayout layout;
+      layout.num_seqs = 1;
+      layout.num_tokens = c.T;
+      layout.max_pages = 1;
+      layout.positions = positions;
+      layout.seq_starts = {0, c.T};
+      layout.cached_lens = {0};
+      layout.page_table = {0};
+      auto [batch_cpu, batch_cuda] = tw.batches(layout);
+      tw.cpu().qk_norm_rope(qkv.cpu, q_norm.cpu, k_norm.cpu, eps, batch_cpu, theta, c.nh, c.nkv, c.hd);
+      tw.cuda().qk_norm_rope(qkv.cuda, q_norm.cuda, k_norm.cuda, eps, batch_cuda, theta, c.nh, c.nkv, c.hd);
+      expect_close(report, name, tw.cuda_values(qkv.cuda), tw.cpu_values(qkv.cpu), kRtol);
+    });
+  }
+}
+
+void test_swiglu_embedding(Report& report, Twins& tw, std::mt19937& rng) {
+  for (auto [T, I] : {std::pair{1, 1}, std::pair{9, 37}, std::pair{4, 9728}}) {
+    const std::string name = shape_name("swiglu T,I", {T, I});
+    report.run(name, [&, T = T, I = I] {
+      Twin gate_up = tw.floats({T, 2 * I}, random_bf16(rng, size_t(T) * 2 * I, -4.0f, 4.0f));
+      Twin out = tw.poisoned({T, I});
+      tw.cpu().swiglu(gate_up.cpu, out.cpu);
+      tw.cuda().swiglu(gate_up.cuda, out.cuda);
+      expect_close(report, name, tw.cuda_values(out.cuda), tw.cpu_values(out.cpu), kRtol);
+    });
+  }
+  report.run("embedding", [&] {
+    const int V = 101, H = 67, T = 13;
+    Twin table = tw.floats({V, H}, random_bf16(rng, size_t(V) * H));
+    std::vector<int32_t> ids(T);
+    std::uniform_int_distribution<int32_t> id(0, V - 1);
+    for (int32_t& i : ids) i = id(rng);
+    ids[0] = 0;
+    ids[1] = V - 1;
+    Twin ids_t = tw.ints({T}, ids);
+    Twin out = tw.poisoned({T, H});
+    tw.cpu().embedding(ids_t.cpu, table.cpu, out.cpu);
+    tw.cuda().embedding(ids_t.cuda, table.cuda, out.cuda);
+    // A row copy: exact, not merely close.
+    expect_close(report, "embedding", tw.cuda_values(out.cuda), tw.cpu_values(out.cpu), 0.0);
+  });
+  report.run("embedding of ids outside the table", [&] {
+    const int V = 5, H = 8;
+    Twin table = tw.floats({V, H}, random_bf16(rng, size_t(V) * H));
+    Twin ids_t = tw.ints({3}, {-1, V, 2});
+    Twin out = tw.poisoned({3, H});
+    tw.cuda().embedding(ids_t.cuda, table.cuda, out.cuda);
+    const std::vector<float> got = tw.cuda_values(out.cuda), rows = tw.cuda_values(table.cuda);
+    std::vector<float> expected(size_t(3) * H, 0.0f);  // zero rows for the two bad ids
+    std::copy_n(rows.begin() + 2 * H, H, expected.begin() + 2 * H);
+    expect_close(report, "embedding of ids outside the table gives zero rows", got, expected, 0.0);
+  });
+}
+
+void test_gather_block_tokens(Report& report, Twins& tw, std::mt19937& rng) {
+  report.run("gather_block_tokens", [&] {
+    const int slots = 5, B = 4, mask = 99;
+    DecodeState st_cpu = tw.cpu().alloc_decode_state(slots, B, 128);
+    DecodeState st_cuda = tw.cuda().alloc_decode_state(slots, B, 128);
+    std::uniform_int_distribution<int32_t> token(0, 127);
+    for (int s = 0; s < slots; ++s) {
+      std::vector<int32_t> block(B);
+      for (int32_t& t : block) t = token(rng);
+      tw.cpu().start_block(st_cpu, s, block, mask);
+      tw.cuda().start_block(st_cuda, s, block, mask);
+    }
+    const std::vector<int32_t> rows = {3, 0, 4, 2};
+    Twin slot_t = tw.ints({4}, rows);
+    Twin ids = tw.ints({4 * B}, std::vector<int32_t>(4 * B, -7));
+    tw.cpu().gather_block_tokens(st_cpu, slot_t.cpu, ids.cpu);
+    tw.cuda().gather_block_tokens(st_cuda, slot_t.cuda, ids.cuda);
+    report.check(tw.cuda_ints(ids.cuda) == tw.cpu_ints(ids.cpu), "gather_block_tokens matches the CPU");
+
+    Twin bad_slots = tw.ints({2}, {slots, 1});
+    Twin bad_ids = tw.ints({2 * B}, std::vector<int32_t>(2 * B, -7));
+    tw.cuda().gather_block_tokens(st_cuda, bad_slots.cuda, bad_ids.cuda);
+    const std::vector<int32_t> got = tw.cuda_ints(bad_ids.cuda), tokens = tw.cuda_ints(st_cuda.tokens);
+    std::vector<int32_t> expected(B, -1);
+    expected.insert(expected.end(), tokens.begin() + B, tokens.begin() + 2 * B);
+    report.check(got == expected, "gather_block_tokens gives -1 for a slot outside the state");
+  });
+}
+
+void test_moe(Report& report, Twins& tw, std::mt19937& rng) {
+  struct Case {
+    int T, H, E, I, top_k;
+    bool renormalize;
+  };
+  for (Case c : {Case{9, 40, 8, 24, 2, true}, Case{1, 16, 4, 8, 1, true}, Case{5, 33, 8, 17, 8, false},
+                 Case{33, 256, 16, 96, 4, true}, Case{7, 64, 40, 32, 3, false}}) {
+    const std::string name =
+        shape_name("moe T,H,E,I,top_k", {c.T, c.H, c.E, c.I, c.top_k}) + (c.renormalize ? " renormalised" : "");
+    report.run(name, [&] {
+      Twin x = tw.floats({c.T, c.H}, random_bf16(rng, size_t(c.T) * c.H));
+      Twin router = tw.floats({c.E, c.H}, random_bf16(rng, size_t(c.E) * c.H));
+      Twin gate_up = tw.floats({c.E, 2 * c.I, c.H}, random_bf16(rng, size_t(c.E) * 2 * c.I * c.H));
+      Twin down = tw.floats({c.E, c.H, c.I}, random_bf16(rng, size_t(c.E) * c.H * c.I));
+      MoeWeights w_cpu{router.cpu, gate_up.cpu, down.cpu, c.top_k, c.renormalize};
+      MoeWeights w_cuda{router.cuda, gate_up.cuda, down.cuda, c.top_k, c.renormalize};
+      Twin out = tw.poisoned({c.T, c.H});
+      tw.cpu().moe(x.cpu, w_cpu, out.cpu);
+      tw.cuda().moe(x.cuda, w_cuda, out.cuda);
+      expect_close(report, name, tw.cuda_values(out.cuda), tw.cpu_values(out.cpu), kRtol);
+    });
+  }
+  report.run("moe argument checks", [&] {
+    Twin x = tw.poisoned({2, 8}), router = tw.poisoned({4, 8}), gate_up = tw.poisoned({4, 6, 8});
+    Twin down = tw.poisoned({4, 8, 3}), out = tw.poisoned({2, 8});
+    MoeWeights w{router.cuda, gate_up.cuda, down.cuda, 5, true};
+    expect_error(report, "moe rejects top_k above the expert count", [&] { tw.cuda().moe(x.cuda, w, out.cuda); });
+  });
+}
+
+}  // namespace
+
+int main() {
+  Report report;
+  report.run("test_ops", [&] {
+    Twins tw;
+    std::mt19937 rng(1234);
+    test_matmul(report, tw, rng);
+    test_norms(report, tw, rng);
+    test_qk_norm_rope(report, tw, rng);
+    test_swiglu_embedding(report, tw, rng);
+    test_gather_block_tokens(report, tw, rng);
+    test_moe(report, tw, rng);
+  });
+  return report.exit_code();
+}
