@@ -1,7 +1,9 @@
-// cpu_throughput: completion tokens/s of the engine on the CPU backend, and where the time goes
-// (per backend op; the GEMM share should dominate). Usage:
-//   cpu_throughput --model DIR [--batches 1,16] [--prompt-len 64] [--max-tokens 128] [--threads N]
-// bench/run_cpu.sh makes the model and runs it.
+// throughput: completion tokens/s of the engine (Mode 1 of the original's bench: a batch of
+// random prompts, fixed completion length), and with --profile where the time goes per backend op
+// (each op is synchronised, so profiled runs are slower). Usage:
+//   throughput --model DIR [--device cpu|cuda|auto] [--batches 1,16] [--prompt-len 64]
+//              [--max-tokens 128] [--strategy NAME] [--threads N] [--profile]
+// bench/run_cpu.sh and bench/run_gpu_mode1.sh make a model and run it.
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -12,6 +14,13 @@
 #include "jet/engine.h"
 
 namespace {
+
+bool has_flag(int argc, char** argv, const std::string& name) {
+  for (int i = 1; i < argc; ++i) {
+    if (argv[i] == name) return true;
+  }
+  return false;
+}
 
 std::string flag(int argc, char** argv, const std::string& name, const std::string& fallback) {
   for (int i = 1; i + 1 < argc; ++i) {
@@ -25,7 +34,8 @@ std::string flag(int argc, char** argv, const std::string& name, const std::stri
 int main(int argc, char** argv) {
   const std::string model = flag(argc, argv, "--model", "");
   if (model.empty()) {
-    std::fprintf(stderr, "usage: cpu_throughput --model DIR [--batches 1,16] [--prompt-len 64] [--max-tokens 128]\n");
+    std::fprintf(stderr, "usage: throughput --model DIR [--device D] [--batches 1,16] [--prompt-len 64] "
+                         "[--max-tokens 128] [--strategy NAME] [--threads N] [--profile]\n");
     return 2;
   }
   const int prompt_len = std::stoi(flag(argc, argv, "--prompt-len", "64"));
@@ -36,8 +46,9 @@ int main(int argc, char** argv) {
 
   jet::EngineOptions opts;
   opts.model = model;
-  opts.device = "cpu";
-  opts.profile_ops = true;
+  opts.device = flag(argc, argv, "--device", "auto");
+  opts.profile_ops = has_flag(argc, argv, "--profile");
+  opts.max_num_seqs = 512;
   opts.num_threads = std::stoi(flag(argc, argv, "--threads", "0"));
   jet::Engine engine(opts);
   const int vocab = engine.summary().vocab;
@@ -47,10 +58,17 @@ int main(int argc, char** argv) {
   p.max_tokens = max_tokens;
   p.ignore_eos = true;  // every prompt produces exactly max_tokens
   p.denoising_steps = 4;
-  std::printf("model %s  block %d  steps %d  prompt %d  max_tokens %d  strategy %s\n", model.c_str(),
+  p.remasking_strategy = flag(argc, argv, "--strategy", p.remasking_strategy);
+  std::printf("device %s  model %s  block %d  steps %d  prompt %d  max_tokens %d  strategy %s\n",
+              engine.summary().device.c_str(), model.c_str(),
               engine.summary().block_length, p.denoising_steps, prompt_len, max_tokens, p.remasking_strategy.c_str());
-  std::printf("%6s %10s %10s %12s %12s\n", "batch", "tokens", "seconds", "tok/s", "GEMM share");
+  std::printf("%6s %10s %10s %12s %12s\n", "batch", "tokens", "seconds", "tok/s", opts.profile_ops ? "GEMM share" : "");
   std::mt19937 rng(0);
+  {  // Warm-up outside the timing: first-use costs (GEMM plans, allocations) are not throughput.
+    jet::SamplingParams warm = p;
+    warm.max_tokens = 8;
+    engine.generate({std::vector<int32_t>(prompt_len, 3)}, {warm});
+  }
   for (int batch : batches) {
     std::vector<jet::Prompt> prompts;
     for (int i = 0; i < batch; ++i) {
@@ -69,8 +87,12 @@ int main(int argc, char** argv) {
       ops += delta;
       if (op == "matmul") gemm = delta;
     }
-    std::printf("%6d %10zu %10.3f %12.1f %11.1f%%\n", batch, tokens, secs, tokens / secs, 100.0 * gemm / secs);
-    std::printf("       op time %.3f s of %.3f s wall:", ops, secs);
+    std::printf("%6d %10zu %10.3f %12.1f", batch, tokens, secs, tokens / secs);
+    if (!opts.profile_ops) {
+      std::printf("\n");
+      continue;
+    }
+    std::printf(" %11.1f%%\n       op time %.3f s of %.3f s wall:", 100.0 * gemm / secs, ops, secs);
     for (const auto& [op, s] : engine.op_seconds()) {
       const double delta = s - (before.count(op) ? before.at(op) : 0.0);
       std::printf(" %s %.1f%%", op.c_str(), 100.0 * delta / secs);
