@@ -1,14 +1,15 @@
 // CudaBackend::denoise_step (docs/decoding.md §3-4) in two kernels: one thread block samples each
 // masked (row, position) into a small candidate array (decode_sampler.cuh), then one warp per
-// row ranks its block's candidates with the slot's strategy (decode_remasking.cuh) and commits
-// the chosen ones. Nothing waits for the device: rows are validated there, and a bad row is
-// skipped and reported by the next denoise_step call (see RowFault).
+// row ranks its block's candidates with the slot's strategy (sampling/remasking_rules.h, the
+// rules the CPU backend uses too) and commits the chosen ones. Nothing waits for the device: rows
+// are validated there, and a bad row is skipped and reported by the next denoise_step call (see
+// RowFault).
 #include <cstdint>
 #include <string>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/decode_remasking.cuh"
 #include "backend/cuda/decode_sampler.cuh"
+#include "sampling/remasking_rules.h"
 #include "sampling/rng.h"
 
 namespace jet::cuda {

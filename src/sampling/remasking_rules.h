@@ -1,28 +1,30 @@
-// The remasking strategies on the GPU (docs/decoding.md §4): the device twin of
-// src/sampling/remasking.cpp's select_positions. Every strategy ranks the masked positions of a
-// block by a key (ties: lower block index) and commits a prefix of that ranking; these are the
-// key and the prefix length, with the same arithmetic (double keys, the same comparisons).
+// The remasking strategies' two rules (docs/decoding.md §4), shared by the CPU backend
+// (remasking.cpp) and the CUDA kernels (backend/cuda/decode.cu): every strategy ranks a block's
+// masked positions by a key (smaller first, ties: lower block index) and commits a prefix of
+// that ranking; only the key and the prefix length differ.
 #pragma once
 
 #include <cmath>
 
 #include "backend/backend.h"
+#include "core/host_device.h"
 
-namespace jet::cuda {
+namespace jet {
 
 // Index reversed in ceil(log2 B) bits: the dilated order visits indices by increasing value.
-__device__ inline int bit_reversed(int index, int block_length) {
-  const int bits = 32 - __clz(block_length - 1);  // std::bit_width(B - 1); 0 when B = 1
+JET_HOST_DEVICE inline int bit_reversed(int index, int block_length) {
+  int bits = 0;
+  while ((1 << bits) < block_length) ++bits;
   int reversed = 0;
   for (int b = 0; b < bits; ++b) reversed |= ((index >> b) & 1) << (bits - 1 - b);
   return reversed;
 }
 
-// The ranking key of a masked position: smaller ranks first. `random` is the position's
+// The ranking key of a masked position. `random` is the position's
 // uniform(seed, position, step, kRandomStrategyLane) draw, read by the random strategy only.
 // NaN scores (from NaN logits) rank last, so the ranking is always a strict total order.
-__device__ inline double ranking_key(Strategy strategy, int index, float confidence, float entropy, float margin,
-                                     double random, int block_length) {
+JET_HOST_DEVICE inline double ranking_key(Strategy strategy, int index, float confidence, float entropy, float margin,
+                                          double random, int block_length) {
   double key = 0.0;
   switch (strategy) {
     case Strategy::Sequential: key = index; break;
@@ -37,13 +39,13 @@ __device__ inline double ranking_key(Strategy strategy, int index, float confide
     case Strategy::DynamicFactor:
     case Strategy::DynamicPmax: key = -static_cast<double>(confidence); break;
   }
-  return isnan(key) ? INFINITY : key;
+  return key != key ? INFINITY : key;
 }
 
 // How many of the m ranked positions to commit; confidence[r] and entropy[r] belong to the
 // position of rank r, count = min(n_sched, m).
-__device__ inline int prefix_length(Strategy strategy, const float* confidence, const float* entropy, int m, int count,
-                                    const SlotParams& p) {
+JET_HOST_DEVICE inline int prefix_length(Strategy strategy, const float* confidence, const float* entropy, int m,
+                                         int count, const SlotParams& p) {
   switch (strategy) {
     case Strategy::LowConfidenceDynamic: {
       int above = 0;  // ranked by confidence, so the ones above the threshold lead
@@ -77,4 +79,4 @@ __device__ inline int prefix_length(Strategy strategy, const float* confidence, 
   }
 }
 
-}  // namespace jet::cuda
+}  // namespace jet
