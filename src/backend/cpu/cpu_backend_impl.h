@@ -7,6 +7,7 @@
 #include <initializer_list>
 
 #include "backend/backend.h"
+#include "backend/tensor_checks.h"
 
 namespace jet::cpu {
 
@@ -46,9 +47,6 @@ int thread_count();
 // costs more than a few thousand additions (and far more when the cores are busy).
 inline int threads_for(int64_t work) { return work < (int64_t{1} << 15) ? 1 : thread_count(); }
 
-// Throws jet::Error naming the op and the tensor unless t has this dtype and shape (a -1 entry
-// in dims matches any size).
-void check_tensor(const Tensor& t, const char* op, const char* name, DType dtype, std::initializer_list<int64_t> dims);
 
 // Row-major fp32 products through OpenBLAS, split over the threads unless called from inside a
 // parallel loop (then on the calling thread alone). gemm_nt: out[M, N] = x[M, K] · w[N, K]ᵀ;

@@ -1,6 +1,6 @@
 // What the CUDA op files share: bf16 element access, warp/block reductions, launch sizing and
-// the launch check, and the argument validation every op starts with (the CPU backend's
-// check_tensor, so both backends reject a bad call with the same message).
+// the launch check, and the argument validation every op starts with (backend/tensor_checks.h,
+// shared with the CPU backend so both reject a bad call with the same message).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -8,12 +8,11 @@
 
 #include <cstdint>
 
-#include "backend/cpu/cpu_backend_impl.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/tensor_checks.h"
 
 namespace jet::cuda {
 
-using cpu::check_tensor;
 using bf16 = __nv_bfloat16;
 
 // Throws if the last kernel launch failed (bad configuration); errors inside a kernel surface at

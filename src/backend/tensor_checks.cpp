@@ -1,10 +1,11 @@
-// check_tensor: the argument validation every CPU op starts with, so a wrong shape from a
-// caller becomes a jet::Error naming the op and tensor instead of an out-of-bounds access.
+// check_tensor (backend/tensor_checks.h) and the shape strings of its messages.
+#include "backend/tensor_checks.h"
+
 #include <string>
 
-#include "backend/cpu/cpu_backend_impl.h"
+#include "core/error.h"
 
-namespace jet::cpu {
+namespace jet {
 
 namespace {
 
@@ -38,4 +39,4 @@ void check_tensor(const Tensor& t, const char* op, const char* name, DType dtype
   JET_CHECK(matches, op, ": tensor ", name, " has shape ", shape_string(t), ", expected ", expected_string(dims));
 }
 
-}  // namespace jet::cpu
+}  // namespace jet
