@@ -25,13 +25,20 @@ void ModelRunner::fill_layout(BatchLayout& layout, const Sequence& seq, int firs
   layout.num_tokens += count;
 }
 
+template <typename Seqs>
+BatchLayout ModelRunner::empty_layout(const Seqs& seqs) const {
+  BatchLayout layout;
+  layout.mask_block = model_.config().block_causal ? block_length_ : 0;
+  layout.seq_starts.push_back(0);
+  for (const Sequence* s : seqs) layout.max_pages = std::max(layout.max_pages, static_cast<int>(s->pages.size()));
+  return layout;
+}
+
 void ModelRunner::prefill(const std::vector<Sequence*>& seqs) {
   if (seqs.empty()) return;
   ForwardBatch batch;
   BatchLayout& layout = batch.host;
-  layout.mask_block = model_.config().block_causal ? block_length_ : 0;
-  layout.seq_starts.push_back(0);
-  for (const Sequence* s : seqs) layout.max_pages = std::max(layout.max_pages, static_cast<int>(s->pages.size()));
+  layout = empty_layout(seqs);
   std::vector<int32_t> ids;
   for (const Sequence* s : seqs) {
     const int end = s->num_prefill(block_length_);
@@ -48,13 +55,11 @@ void ModelRunner::prefill(const std::vector<Sequence*>& seqs) {
 std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoising,
                                           const std::vector<Sequence*>& saving) {
   const int B = block_length_;
-  ForwardBatch batch;
-  BatchLayout& layout = batch.host;
-  layout.mask_block = model_.config().block_causal ? B : 0;
-  layout.seq_starts.push_back(0);
   std::vector<const Sequence*> all(denoising.begin(), denoising.end());
   all.insert(all.end(), saving.begin(), saving.end());
-  for (const Sequence* s : all) layout.max_pages = std::max(layout.max_pages, static_cast<int>(s->pages.size()));
+  ForwardBatch batch;
+  BatchLayout& layout = batch.host;
+  layout = empty_layout(all);
   std::vector<int32_t> slots;
   for (const Sequence* s : all) {
     fill_layout(layout, *s, s->block_start, B);

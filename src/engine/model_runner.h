@@ -27,6 +27,10 @@ class ModelRunner {
   BlockRecord read_block(int slot);
 
  private:
+  // A layout with no rows yet: the attention rule and a page table wide enough for every sequence.
+  template <typename Seqs>
+  BatchLayout empty_layout(const Seqs& seqs) const;
+  // Appends `count` tokens of `seq` at positions first_position, first_position + 1, ...
   void fill_layout(BatchLayout& layout, const Sequence& seq, int first_position, int count);
 
   Model& model_;
