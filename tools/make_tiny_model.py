@@ -1,12 +1,14 @@
 #!/usr/bin/python3
 """Writes a tiny random model as a complete HuggingFace folder, for tests and benchmarks.
 
-    make_tiny_model.py --arch {sdar,sdar_moe,llada} --out DIR [--seed N] [--vocab small|qwen3]
+    make_tiny_model.py --arch {sdar,sdar_moe,llada} --out DIR [--seed N] [--vocab small|qwen3 | --tokenizer DIR]
         [--layers L --hidden H --heads N --kv-heads K --head-dim D --intermediate I]
         [--experts E --top-k K --moe-intermediate M] [--block-size B] [--dtype bf16|f16|f32] [--shards K]
 
 Output: config.json (the keys the real checkpoints use, reference/models.md), generation_config.json,
 model.safetensors (or K shards + model.safetensors.index.json), tokenizer.json, tokenizer_config.json.
+--tokenizer DIR copies an SDAR tokenizer folder instead (e.g. models/sdar-tiny-arith: a random model
+with the demo model's tokenizer, to exercise its harness before the trained weights exist).
 Weights are random but deterministic for a seed (NumPy PCG64), scaled so that logits have a standard
 deviation of about 2: the output distribution of a tiny model is neither flat nor one-hot.
 NumPy only: no torch, no network.
@@ -34,6 +36,7 @@ def parse_args(argv):
     p.add_argument("--out", required=True, help="output directory (created)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--vocab", choices=("small", "qwen3"), default="small")
+    p.add_argument("--tokenizer", help="SDAR tokenizer folder to copy (instead of --vocab)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
@@ -65,6 +68,8 @@ def parse_args(argv):
         p.error("--heads must be a multiple of --kv-heads")
     if llada and args.head_dim * args.heads != args.hidden:
         p.error("llada: --head-dim must equal --hidden / --heads")
+    if args.tokenizer is not None and (llada or args.vocab != "small"):
+        p.error("--tokenizer takes an SDAR tokenizer: sdar families only, without --vocab")
     if args.top_k > args.experts:
         p.error("--top-k must not exceed --experts")
     return args
@@ -281,7 +286,15 @@ def main(argv=None):
     args = parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    vocab = tiny_tokenizer.qwen3_vocab() if args.vocab == "qwen3" else tiny_tokenizer.small_vocab(args.arch)
+    if args.tokenizer is not None:
+        try:
+            vocab = tiny_tokenizer.folder_vocab(args.tokenizer)
+        except ValueError as error:
+            raise SystemExit(str(error)) from None
+    elif args.vocab == "qwen3":
+        vocab = tiny_tokenizer.qwen3_vocab()
+    else:
+        vocab = tiny_tokenizer.small_vocab(args.arch)
     st_dtype, torch_dtype = DTYPES[args.dtype]
     if args.arch == "llada":
         config, specs = llada_config(args, vocab, torch_dtype), llada_tensors(args, vocab.rows)

@@ -32,6 +32,15 @@ LLADA_CHAT_TEMPLATE = (
     "{{ content }}{% endfor %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}"
 )
 
+# A plain ChatML template (Qwen's message layout without Qwen3's tools and thinking): one
+# "<|im_start|>ROLE\nCONTENT<|im_end|>\n" per message, then the assistant header when asked.
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
 # Added tokens of the small vocabularies: (content, special). SDAR's mask is not special, as in SDAR.
 SDAR_ADDED = [("<|endoftext|>", True), ("<|im_start|>", True), ("<|im_end|>", True), ("<|MASK|>", False)]
 LLADA_ADDED = [
@@ -88,10 +97,14 @@ def bytes_to_unicode():
 
 
 def learn_merges(text, num_merges):
-    """Byte-level BPE merges learned from `text`; ties go to the lexicographically smallest pair."""
+    """Byte-level BPE merges learned from `text`; ties go to the lexicographically smallest pair.
+    `text` is a str or a list of str, each pre-tokenized on its own (pass the pieces of a chat
+    between its special tokens, which the tokenizer splits off before BPE). Learning stops early
+    when every word is one token."""
     byte_char = bytes_to_unicode()
+    texts = [text] if isinstance(text, str) else text
     words = collections.Counter(
-        tuple(byte_char[b] for b in piece.encode()) for piece in _ASCII_SPLIT.findall(text)
+        tuple(byte_char[b] for b in piece.encode()) for t in texts for piece in _ASCII_SPLIT.findall(t)
     )
     merges = []
     for _ in range(num_merges):
@@ -249,6 +262,58 @@ def small_vocab(arch, num_merges=300):
         tokenizer,
         config,
         rows,
+        bos=ids["<|endoftext|>"],
+        eos=ids["<|endoftext|>"],
+        stop_ids=[ids["<|im_end|>"], ids["<|endoftext|>"]],
+        mask=ids["<|MASK|>"],
+    )
+
+
+def chatml_sdar_tokenizer(texts, num_merges):
+    """(tokenizer.json, tokenizer_config.json) of a small SDAR tokenizer for a model trained from
+    scratch: 256 bytes + BPE merges learned from `texts` (see learn_merges) + SDAR's added tokens,
+    the ChatML template, eos <|im_end|> (the end of an assistant turn), pad <|endoftext|>."""
+    tokenizer = small_tokenizer_json(learn_merges(texts, num_merges), SDAR_ADDED)
+    added = tokenizer["added_tokens"]
+    config = {
+        "add_bos_token": False,
+        "add_prefix_space": False,
+        "added_tokens_decoder": {str(e["id"]): _decoder_entry(e) for e in added},
+        "additional_special_tokens": ["<|im_start|>", "<|im_end|>", "<|MASK|>"],
+        "bos_token": None,
+        "chat_template": CHATML_TEMPLATE,
+        "clean_up_tokenization_spaces": False,
+        "eos_token": "<|im_end|>",
+        "errors": "replace",
+        "mask_token": "<|MASK|>",
+        "model_max_length": 4096,
+        "pad_token": "<|endoftext|>",
+        "split_special_tokens": False,
+        "tokenizer_class": "Qwen2Tokenizer",
+        "unk_token": None,
+    }
+    return tokenizer, config
+
+
+def folder_vocab(folder):
+    """The SDAR vocabulary of an existing tokenizer folder (tokenizer.json + tokenizer_config.json,
+    e.g. models/sdar-tiny-arith), for a random model that shares a trained model's tokenizer.
+    Embedding rows: the tokenizer size rounded up to a multiple of 64, as small_vocab."""
+    folder = Path(folder)
+    try:
+        tokenizer = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{folder}: cannot read tokenizer.json / tokenizer_config.json: {error}") from None
+    ids = {e["content"]: e["id"] for e in tokenizer["added_tokens"]}
+    missing = [t for t in ("<|endoftext|>", "<|im_end|>", "<|MASK|>") if t not in ids]
+    if missing:
+        raise ValueError(f"{folder}/tokenizer.json lacks SDAR's added tokens {missing}")
+    size = max([*tokenizer["model"]["vocab"].values(), *ids.values()]) + 1
+    return Vocab(
+        tokenizer,
+        config,
+        -(-size // 64) * 64,
         bos=ids["<|endoftext|>"],
         eos=ids["<|endoftext|>"],
         stop_ids=[ids["<|im_end|>"], ids["<|endoftext|>"]],
