@@ -1,0 +1,361 @@
+"""An independent PyTorch SDAR (Qwen3) network, its masks, HF-folder I/O and a block-diffusion decoder.
+
+Written from reference/models.md §1 and docs/decoding.md, not from the engine. Used by
+tools/train_tiny_sdar.py (training and evaluating the demo model) and as the plain-PyTorch eager
+baseline of the benchmarks (what a user would write without the engine).
+
+    config = load_config(dir)                                  config.json as a dict
+    model = SdarModel(config)                                  parameter names = HF checkpoint names
+    logits = model(ids, positions, attn_mask)                  [N, T, V] float32
+    logits, kv = model(ids, positions, attn_mask, past_kv, use_cache=True)
+    model = load_model(dir, device, dtype); save_model(model, config, out_dir)
+    block_causal_mask(T, B), sdar_training_mask(L, B)          bool masks, True = may attend
+    greedy_block_decode(model, prompts, B, S, max_tokens, mask_id, stop_ids) -> completions
+
+Layer math (models.md §1.3): RMSNorm with fp32 statistics and an fp32 weight multiply (the SDAR
+files' flavour), per-head q/k RMSNorm before RoPE, NeoX rotate-half RoPE over the full head_dim,
+GQA, SwiGLU, no biases, no logit shift (logits at position i predict token i).
+"""
+import json
+import math
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def load_config(model_dir):
+    """config.json of a HF folder, as a dict."""
+    with open(os.path.join(model_dir, "config.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * weight over the last axis, computed in fp32, cast back to x's dtype."""
+
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        xf = x.float()
+        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float()
+        return y.to(x.dtype)
+
+
+def rope_cos_sin(positions, head_dim, theta):
+    """cos, sin [N, T, 1, head_dim/2] (fp32) of absolute positions [N, T]: frequency i is theta^(-2i/d).
+
+    Angles are formed in float64 so that large positions lose nothing before the cast.
+    """
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float64)
+                               / head_dim)
+    angles = positions.to(torch.float64)[..., None] * inv_freq
+    return angles.cos().float()[:, :, None, :], angles.sin().float()[:, :, None, :]
+
+
+def apply_rope(x, cos, sin):
+    """NeoX rotate-half on x [N, T, heads, d]: dimension i < d/2 pairs with i + d/2."""
+    half = x.shape[-1] // 2
+    first, second = x[..., :half].float(), x[..., half:].float()
+    return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1).to(x.dtype)
+
+
+class Attention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        hidden = config["hidden_size"]
+        self.num_heads = config["num_attention_heads"]
+        self.num_kv_heads = config.get("num_key_value_heads", self.num_heads)
+        self.head_dim = config.get("head_dim") or hidden // self.num_heads
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"{self.num_heads} attention heads are not a multiple of "
+                             f"{self.num_kv_heads} kv heads")
+        eps = config.get("rms_norm_eps", 1e-6)
+        self.q_proj = nn.Linear(hidden, self.num_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, hidden, bias=False)
+        self.q_norm = RMSNorm(self.head_dim, eps)
+        self.k_norm = RMSNorm(self.head_dim, eps)
+
+    def forward(self, x, cos, sin, attn_mask, past):
+        """x [N, T, H]; past None or (k, v) [N, kv_heads, past, d] (after RoPE). Returns the output
+        [N, T, H] and (k, v) extended by this forward's T keys."""
+        n, t, _ = x.shape
+        q = self.q_proj(x).view(n, t, self.num_heads, self.head_dim)
+        k = self.k_proj(x).view(n, t, self.num_kv_heads, self.head_dim)
+        v = self.v_proj(x).view(n, t, self.num_kv_heads, self.head_dim)
+        # Qwen3: per-head RMSNorm of q and k, then RoPE.
+        q = apply_rope(self.q_norm(q), cos, sin).transpose(1, 2)
+        k = apply_rope(self.k_norm(k), cos, sin).transpose(1, 2)
+        v = v.transpose(1, 2)
+        if past is not None:
+            k = torch.cat([past[0], k], dim=2)
+            v = torch.cat([past[1], v], dim=2)
+        # GQA: query head h reads kv head h // group.
+        group = self.num_heads // self.num_kv_heads
+        out = F.scaled_dot_product_attention(q, k.repeat_interleave(group, dim=1),
+                                             v.repeat_interleave(group, dim=1), attn_mask=attn_mask)
+        return self.o_proj(out.transpose(1, 2).reshape(n, t, -1)), (k, v)
+
+
+class Mlp(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        hidden, inter = config["hidden_size"], config["intermediate_size"]
+        self.gate_proj = nn.Linear(hidden, inter, bias=False)
+        self.up_proj = nn.Linear(hidden, inter, bias=False)
+        self.down_proj = nn.Linear(inter, hidden, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        eps = config.get("rms_norm_eps", 1e-6)
+        self.input_layernorm = RMSNorm(config["hidden_size"], eps)
+        self.self_attn = Attention(config)
+        self.post_attention_layernorm = RMSNorm(config["hidden_size"], eps)
+        self.mlp = Mlp(config)
+
+    def forward(self, h, cos, sin, attn_mask, past):
+        a, kv = self.self_attn(self.input_layernorm(h), cos, sin, attn_mask, past)
+        h = h + a
+        return h + self.mlp(self.post_attention_layernorm(h)), kv
+
+
+class SdarModel(nn.Module):
+    """The dense SDAR network. Module paths give the HF names: model.embed_tokens.weight,
+    model.layers.{i}.self_attn.q_proj.weight, ..., model.norm.weight, lm_head.weight."""
+
+    def __init__(self, config):
+        super().__init__()
+        if config.get("rope_scaling") is not None:
+            raise ValueError(f"rope_scaling {config['rope_scaling']!r} is not supported")
+        if config.get("attention_bias", False):
+            raise ValueError("attention_bias = true is not supported (SDAR has no biases)")
+        self.config = config
+        hidden, vocab = config["hidden_size"], config["vocab_size"]
+        self.model = nn.Module()
+        self.model.embed_tokens = nn.Embedding(vocab, hidden)
+        self.model.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config["num_hidden_layers"]))
+        self.model.norm = RMSNorm(hidden, config.get("rms_norm_eps", 1e-6))
+        self.lm_head = nn.Linear(hidden, vocab, bias=False)
+        self.tied = bool(config.get("tie_word_embeddings", False))
+        if self.tied:
+            self.lm_head.weight = self.model.embed_tokens.weight
+        self.head_dim = self.model.layers[0].self_attn.head_dim
+        self.rope_theta = float(config.get("rope_theta", 1e6))
+
+    def init_weights(self, std=0.02):
+        """Random init for training from scratch: norms 1, matrices N(0, std), the two projections
+        that write into the residual stream scaled by 1/sqrt(2 * layers) (GPT-2) so that the
+        residual's variance does not grow with depth."""
+        residual_std = std / math.sqrt(2 * len(self.model.layers))
+        for name, p in self.named_parameters():
+            if p.dim() == 1:
+                nn.init.ones_(p)
+            elif name.endswith(("o_proj.weight", "down_proj.weight")):
+                nn.init.normal_(p, 0.0, residual_std)
+            else:
+                nn.init.normal_(p, 0.0, std)
+
+    def hidden(self, ids, positions, attn_mask, past_kv=None):
+        """Final-normed hidden states [N, T, H] and the per-layer (k, v) caches extended by these
+        tokens. ids [N, T]; positions [N, T] (or [1, T], broadcast); attn_mask bool, True = may
+        attend, [T, past + T] or [N, T, past + T]; past_kv None or a list of per-layer (k, v)."""
+        if attn_mask.dim() == 3:
+            attn_mask = attn_mask[:, None]  # one mask for every head
+        cos, sin = rope_cos_sin(positions, self.head_dim, self.rope_theta)
+        h = self.model.embed_tokens(ids)
+        new_kv = []
+        for index, layer in enumerate(self.model.layers):
+            h, kv = layer(h, cos, sin, attn_mask, None if past_kv is None else past_kv[index])
+            new_kv.append(kv)
+        return self.model.norm(h), new_kv
+
+    def forward(self, ids, positions, attn_mask, past_kv=None, use_cache=False):
+        """Logits [N, T, V] in float32 (and the extended KV cache when use_cache)."""
+        h, new_kv = self.hidden(ids, positions, attn_mask, past_kv)
+        logits = self.lm_head(h).float()
+        return (logits, new_kv) if use_cache else logits
+
+
+def _checkpoint_files(model_dir):
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index, encoding="utf-8") as handle:
+            return sorted(set(json.load(handle)["weight_map"].values()))
+    return ["model.safetensors"]
+
+
+def load_model(model_dir, device="cuda", dtype=torch.bfloat16):
+    """A SdarModel with the folder's weights (single file or sharded), every name checked."""
+    from safetensors.torch import load_file
+
+    config = load_config(model_dir)
+    state = {}
+    for name in _checkpoint_files(model_dir):
+        state.update(load_file(os.path.join(model_dir, name)))
+    with torch.device("meta"):  # no throw-away random init of a large model
+        model = SdarModel(config)
+    if model.tied and "lm_head.weight" not in state:
+        state["lm_head.weight"] = state["model.embed_tokens.weight"]
+    model.load_state_dict(state, strict=True, assign=True)
+    if model.tied:  # assign=True replaced the shared parameter by two
+        model.lm_head.weight = model.model.embed_tokens.weight
+    return model.to(device=device, dtype=dtype).eval()
+
+
+_DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
+
+
+def save_model(model, config, out_dir, dtype=torch.bfloat16):
+    """Writes config.json (torch_dtype set to dtype) and model.safetensors with the HF names."""
+    from safetensors.torch import save_file
+
+    os.makedirs(out_dir, exist_ok=True)
+    state = {name: t.detach().to(device="cpu", dtype=dtype).contiguous()
+             for name, t in model.state_dict().items()}
+    if model.tied:  # HF stores a tied head once, as the embedding
+        del state["lm_head.weight"]
+    save_file(state, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(out_dir, "config.json"), "w", encoding="utf-8") as handle:
+        json.dump(dict(config, torch_dtype=_DTYPE_NAMES[dtype]), handle, indent=2, sort_keys=True)
+        handle.write("\n")
+
+
+def block_causal_mask(length, block, device=None):
+    """[T, T] bool: query i sees key j iff j // B <= i // B (bidirectional inside a block)."""
+    b = torch.arange(length, device=device) // block
+    return b[None, :] <= b[:, None]
+
+
+def sdar_training_mask(length, block, device=None):
+    """[2L, 2L] bool for the training input [x_noisy ; x_clean] (models.md §1.4), both halves at
+    positions 0..L-1: a noisy block sees itself and the clean blocks before it; a clean block sees
+    the clean blocks up to itself; clean never sees noisy."""
+    b = torch.arange(length, device=device) // block
+    q, k = b[:, None], b[None, :]
+    noisy = torch.cat([q == k, k < q], dim=1)
+    clean = torch.cat([torch.zeros_like(q == k), k <= q], dim=1)
+    return torch.cat([noisy, clean], dim=0)
+
+
+def step_counts(block, steps):
+    """Scheduled commits per denoise step: B // S, plus one for the first B % S steps."""
+    if not 1 <= steps <= block:
+        raise ValueError(f"denoising steps must be in [1, {block}], got {steps}")
+    return [block // steps + (s < block % steps) for s in range(steps)]
+
+
+def steps_needed(masks, counts):
+    """Denoise forwards a block with `masks` masked positions takes (the last step takes all)."""
+    total = 0
+    for s, count in enumerate(counts):
+        total += count
+        if total >= masks or s == len(counts) - 1:
+            return s + 1
+    raise AssertionError("unreachable")
+
+
+@torch.no_grad()
+def greedy_block_decode(model, prompts, block_length, steps, max_tokens, mask_id, stop_ids):
+    """Greedy block-diffusion decoding with low_confidence_static (docs/decoding.md), batched.
+
+    prompts: lists of token ids (any lengths). Returns one completion id list per prompt: cut right
+    after the first stop token, at most max_tokens. Per sequence: the full prompt blocks are
+    prefilled block-causally; the prompt tail starts the first block; each denoise step commits
+    the most confident masked positions (the mask token is never a candidate; ties: lower
+    position); one save forward of the finished block writes its K/V. Finished sequences leave the
+    batch. Sequences are left-padded by multiples of B so that their blocks line up.
+    """
+    B = block_length
+    counts = step_counts(B, steps)
+    device = next(model.parameters()).device
+    stop_set = set(stop_ids)
+    prompts = [list(p) for p in prompts]
+    n = len(prompts)
+    prompt_lens = [len(p) for p in prompts]
+    prefills = [(p // B) * B for p in prompt_lens]
+    width = max(prefills, default=0)
+    pads = [width - f for f in prefills]
+
+    # Prefill of the padded prompt blocks. A pad query sees only itself: a row with no allowed key
+    # would make NaNs that leak through the pad keys' K/V.
+    kv = None
+    valid = torch.tensor([[c >= pad for c in range(width)] for pad in pads], dtype=torch.bool,
+                         device=device).reshape(n, width)
+    if width > 0:
+        prefix = torch.tensor([[mask_id] * pad + p[:f] for p, f, pad in zip(prompts, prefills, pads)],
+                              device=device)
+        positions = (torch.arange(width, device=device)[None, :]
+                     - torch.tensor(pads, device=device)[:, None]).clamp(min=0)
+        allowed = (valid[:, None, :] & block_causal_mask(width, B, device)[None]) \
+            | torch.eye(width, dtype=torch.bool, device=device)[None]
+        _, kv = model.hidden(prefix, positions, allowed)
+
+    active = list(range(n))  # prompt index of each batch row
+    completions = [[] for _ in range(n)]
+    tails = [p[f:] for p, f in zip(prompts, prefills)]
+    block = torch.tensor([t + [mask_id] * (B - len(t)) for t in tails], device=device).reshape(n, B)
+    masked = torch.tensor([[j >= len(t) for j in range(B)] for t in tails], dtype=torch.bool,
+                          device=device).reshape(n, B)
+    masks_left = [B - len(t) for t in tails]
+    starts = torch.tensor(prefills, device=device)  # absolute position of each row's block
+    offsets = torch.arange(B, device=device)
+    first_block = True
+    while active:
+        rows = len(active)
+        positions = starts[:, None] + offsets[None, :]
+        allowed = torch.cat([valid[:, None, :].expand(rows, B, valid.shape[1]),
+                             torch.ones(rows, B, B, dtype=torch.bool, device=device)], dim=2)
+        for s in range(steps_needed(max(masks_left), counts)):
+            logits = model(block, positions, allowed, past_kv=kv)
+            logits[..., mask_id] = float("-inf")
+            candidate = logits.argmax(dim=-1)  # lowest id on ties
+            confidence = logits.softmax(dim=-1).gather(-1, candidate[..., None])[..., 0]
+            confidence = confidence.masked_fill(~masked, float("-inf"))
+            take = [m if s == len(counts) - 1 else min(counts[s], m) for m in masks_left]
+            order = confidence.argsort(dim=-1, descending=True, stable=True)
+            rank = torch.empty_like(order).scatter_(1, order, offsets.expand(rows, B).contiguous())
+            commit = masked & (rank < torch.tensor(take, device=device)[:, None])
+            block = torch.where(commit, candidate, block)
+            masked &= ~commit
+            masks_left = [m - k for m, k in zip(masks_left, take)]
+        _, kv = model.hidden(block, positions, allowed, past_kv=kv)  # save forward
+        valid = torch.cat([valid, torch.ones(rows, B, dtype=torch.bool, device=device)], dim=1)
+
+        keep = []
+        for row, (index, tokens) in enumerate(zip(active, block.tolist())):
+            # In the first block, the leading tokens are the prompt's tail, not completion.
+            new = tokens[prompt_lens[index] - prefills[index]:] if first_block else tokens
+            out = completions[index]
+            done = False
+            for token in new:
+                out.append(token)
+                if token in stop_set:
+                    done = True
+                    break
+            if len(out) >= max_tokens:
+                del out[max_tokens:]
+                done = True
+            if not done:
+                keep.append(row)
+        first_block = False
+        if len(keep) < rows:
+            index = torch.tensor(keep, dtype=torch.long, device=device)
+            kv = [(k[index], v[index]) for k, v in kv]
+            valid, starts = valid[index], starts[index]
+            active = [active[row] for row in keep]
+        rows = len(active)
+        starts = starts + B
+        block = torch.full((rows, B), mask_id, dtype=torch.long, device=device)
+        masked = torch.ones(rows, B, dtype=torch.bool, device=device)
+        masks_left = [B] * rows
+    return completions
