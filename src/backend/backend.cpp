@@ -12,28 +12,55 @@ Tensor Backend::alloc_tensor(std::vector<Buffer>& owner, DType dtype, std::initi
   return owner.back().view(dtype, dims);
 }
 
-namespace {
-
-Tensor upload_i32(Backend& be, std::vector<Buffer>& owner, const std::vector<int32_t>& v,
-                  std::initializer_list<int64_t> dims) {
-  Tensor t = be.alloc_tensor(owner, DType::I32, dims);
-  JET_ASSERT(t.numel() == static_cast<int64_t>(v.size()));
-  if (!v.empty()) be.upload(t.data, v.data(), v.size() * sizeof(int32_t));
-  return t;
+Tensor Backend::grow_view(Buffer& buffer, DType dtype, std::initializer_list<int64_t> dims) {
+  Tensor shape_only(nullptr, dtype, dims);
+  if (buffer.bytes() < shape_only.nbytes()) {
+    buffer = Buffer();  // free first: the old contents are not kept, and memory may be tight
+    buffer = alloc(shape_only.nbytes() + shape_only.nbytes() / 4);
+  }
+  return buffer.view(dtype, dims);
 }
 
-}  // namespace
-
-void Backend::upload_batch(ForwardBatch& batch, std::vector<Buffer>& owner) {
+std::vector<Tensor> Backend::upload_batch(ForwardBatch& batch, Buffer& arena,
+                                          std::initializer_list<const std::vector<int32_t>*> extra) {
   const BatchLayout& h = batch.host;
   JET_ASSERT(static_cast<int>(h.positions.size()) == h.num_tokens);
   JET_ASSERT(static_cast<int>(h.seq_starts.size()) == h.num_seqs + 1);
   JET_ASSERT(static_cast<int>(h.cached_lens.size()) == h.num_seqs);
   JET_ASSERT(static_cast<int64_t>(h.page_table.size()) == int64_t{h.num_seqs} * h.max_pages);
-  batch.positions = upload_i32(*this, owner, h.positions, {h.num_tokens});
-  batch.seq_starts = upload_i32(*this, owner, h.seq_starts, {h.num_seqs + 1});
-  batch.cached_lens = upload_i32(*this, owner, h.cached_lens, {h.num_seqs});
-  batch.page_table = upload_i32(*this, owner, h.page_table, {h.num_seqs, h.max_pages});
+  // Each array starts on a 16-byte boundary, as kernels may load them in vectors.
+  std::vector<int32_t> packed;
+  std::vector<size_t> offsets;
+  auto append = [&](const std::vector<int32_t>& v) {
+    offsets.push_back(packed.size());
+    packed.insert(packed.end(), v.begin(), v.end());
+    packed.resize((packed.size() + 3) / 4 * 4, 0);
+  };
+  append(h.positions);
+  append(h.seq_starts);
+  append(h.cached_lens);
+  append(h.page_table);
+  for (const std::vector<int32_t>* v : extra) append(*v);
+  Tensor all = grow_view(arena, DType::I32, {static_cast<int64_t>(packed.size())});
+  upload(all.data, packed.data(), packed.size() * sizeof(int32_t));
+  auto at = [&](size_t i, std::initializer_list<int64_t> dims) {
+    return Tensor(all.ptr<int32_t>() + offsets[i], DType::I32, dims);
+  };
+  batch.positions = at(0, {h.num_tokens});
+  batch.seq_starts = at(1, {h.num_seqs + 1});
+  batch.cached_lens = at(2, {h.num_seqs});
+  batch.page_table = at(3, {h.num_seqs, h.max_pages});
+  std::vector<Tensor> views;
+  size_t i = 4;
+  for (const std::vector<int32_t>* v : extra) {
+    views.push_back(at(i++, {static_cast<int64_t>(v->size())}));
+  }
+  return views;
+}
+
+void Backend::upload_batch(ForwardBatch& batch, std::vector<Buffer>& owner) {
+  owner.emplace_back();
+  upload_batch(batch, owner.back());
 }
 
 KvCache Backend::alloc_kv_cache(int layers, int num_pages, int page_size, int kv_heads, int head_dim) {
@@ -55,11 +82,15 @@ DecodeState Backend::alloc_decode_state(int num_slots, int block_length, int voc
   st.block_length = block_length;
   st.vocab = vocab;
   st.seen_words = (vocab + 31) / 32;
-  st.tokens = alloc_tensor(st.storage, DType::I32, {num_slots, block_length});
-  st.trajectory = alloc_tensor(st.storage, DType::I32, {num_slots, block_length});
-  st.logprobs = alloc_tensor(st.storage, DType::F32, {num_slots, block_length});
-  st.entropies = alloc_tensor(st.storage, DType::F32, {num_slots, block_length});
-  st.masks_left = alloc_tensor(st.storage, DType::I32, {num_slots});
+  // Each part starts on a 16-byte boundary, as its own allocation would.
+  const int64_t stride = (int64_t{num_slots} * block_length + 3) / 4 * 4;
+  st.block_region = alloc_tensor(st.storage, DType::I32, {4 * stride + num_slots});
+  int32_t* region = st.block_region.ptr<int32_t>();
+  st.tokens = Tensor(region, DType::I32, {num_slots, block_length});
+  st.trajectory = Tensor(region + stride, DType::I32, {num_slots, block_length});
+  st.logprobs = Tensor(region + 2 * stride, DType::F32, {num_slots, block_length});
+  st.entropies = Tensor(region + 3 * stride, DType::F32, {num_slots, block_length});
+  st.masks_left = Tensor(region + 4 * stride, DType::I32, {num_slots});
   static_assert(sizeof(SlotParams) % 4 == 0);
   st.params = alloc_tensor(st.storage, DType::I32, {num_slots, static_cast<int64_t>(sizeof(SlotParams) / 4)});
   st.seen = alloc_tensor(st.storage, DType::I32, {num_slots, st.seen_words});

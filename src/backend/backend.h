@@ -101,7 +101,9 @@ struct StepRow {
   int32_t is_last = 0;      // last allowed step: commit every remaining mask
 };
 
-// Block state of every slot. A slot holds one running sequence's current block.
+// Block state of every slot. A slot holds one running sequence's current block. tokens,
+// trajectory, logprobs, entropies and masks_left lie back to back in `block_region`, so the engine
+// moves the whole block state between host and backend in one copy.
 struct DecodeState {
   int num_slots = 0;
   int block_length = 0;
@@ -112,6 +114,7 @@ struct DecodeState {
   Tensor logprobs;     // f32 [slots, B]
   Tensor entropies;    // f32 [slots, B]
   Tensor masks_left;   // i32 [slots]
+  Tensor block_region;  // i32: the five tensors above, as raw words (each part 16-byte aligned)
   Tensor params;       // SlotParams [slots], stored as bytes
   Tensor seen;         // u32 [slots, seen_words]: ids in prompt ∪ committed completion
   std::vector<Buffer> storage;
@@ -137,6 +140,13 @@ class Backend {
 
   // Allocates a tensor of compute_dtype (or the given dtype) with its own buffer, kept in `owner`.
   Tensor alloc_tensor(std::vector<Buffer>& owner, DType dtype, std::initializer_list<int64_t> dims);
+  // A view of `buffer`, which is reallocated (larger by a quarter, contents lost) when too small:
+  // buffers reused across forwards, so no step allocates memory once sizes stop growing.
+  Tensor grow_view(Buffer& buffer, DType dtype, std::initializer_list<int64_t> dims);
+  // Uploads the layout's arrays, followed by the i32 arrays `extra`, in one copy into `arena`
+  // (grown as by grow_view); returns views of the extras, in order.
+  std::vector<Tensor> upload_batch(ForwardBatch& batch, Buffer& arena,
+                                   std::initializer_list<const std::vector<int32_t>*> extra = {});
   void upload_batch(ForwardBatch& batch, std::vector<Buffer>& owner);
   KvCache alloc_kv_cache(int layers, int num_pages, int page_size, int kv_heads, int head_dim);
   DecodeState alloc_decode_state(int num_slots, int block_length, int vocab);

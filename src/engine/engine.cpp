@@ -194,7 +194,7 @@ std::vector<Sequence> Engine::Impl::make_sequences(const std::vector<Prompt>& pr
 
 void Engine::Impl::start_block(Sequence& seq, std::vector<int32_t> tokens) {
   tokens.resize(block_length, limits.mask_id);
-  backend->start_block(runner->state(), seq.slot, tokens, limits.mask_id);
+  runner->start_block(seq.slot, tokens, limits.mask_id);
   seq.step_in_block = 0;
   seq.status = SeqStatus::Denoising;
 }

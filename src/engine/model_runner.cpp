@@ -12,6 +12,28 @@ ModelRunner::ModelRunner(Model& model, int block_length, int num_slots, int num_
   const ModelConfig& c = model.config();
   kv_ = backend_.alloc_kv_cache(c.layers, num_pages, page_size, c.kv_heads, c.head_dim);
   state_ = backend_.alloc_decode_state(num_slots, block_length, c.vocab);
+  host_state_.resize(state_.block_region.numel());
+  backend_.download(host_state_.data(), state_.block_region.data, state_.block_region.nbytes());
+}
+
+int32_t* ModelRunner::host_part(const Tensor& part) {
+  return host_state_.data() + (part.ptr<int32_t>() - state_.block_region.ptr<int32_t>());
+}
+
+const int32_t* ModelRunner::host_part(const Tensor& part) const {
+  return host_state_.data() + (part.ptr<int32_t>() - state_.block_region.ptr<int32_t>());
+}
+
+void ModelRunner::start_block(int slot, const std::vector<int32_t>& tokens, int32_t mask_id) {
+  const int B = block_length_;
+  JET_ASSERT(slot >= 0 && slot < state_.num_slots && static_cast<int>(tokens.size()) == B);
+  std::copy(tokens.begin(), tokens.end(), host_part(state_.tokens) + slot * B);
+  // Zero words are 0 and 0.0f alike.
+  for (const Tensor* part : {&state_.trajectory, &state_.logprobs, &state_.entropies}) {
+    std::fill_n(host_part(*part) + slot * B, B, 0);
+  }
+  host_part(state_.masks_left)[slot] = static_cast<int32_t>(std::count(tokens.begin(), tokens.end(), mask_id));
+  host_state_newer_ = true;
 }
 
 void ModelRunner::fill_layout(BatchLayout& layout, const Sequence& seq, int first_position, int count) {
@@ -45,10 +67,7 @@ void ModelRunner::prefill(const std::vector<Sequence*>& seqs) {
     fill_layout(layout, *s, s->num_cached, end - s->num_cached);
     ids.insert(ids.end(), s->prompt.begin() + s->num_cached, s->prompt.begin() + end);
   }
-  std::vector<Buffer> owner;
-  backend_.upload_batch(batch, owner);
-  Tensor ids_t = backend_.alloc_tensor(owner, DType::I32, {layout.num_tokens});
-  backend_.upload(ids_t.data, ids.data(), ids.size() * sizeof(int32_t));
+  const Tensor ids_t = backend_.upload_batch(batch, layout_arena_, {&ids})[0];
   model_.forward(batch, ids_t, kv_, nullptr);
 }
 
@@ -65,21 +84,7 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
     fill_layout(layout, *s, s->block_start, B);
     slots.push_back(s->slot);
   }
-  std::vector<Buffer> owner;
-  backend_.upload_batch(batch, owner);
-  Tensor slots_t = backend_.alloc_tensor(owner, DType::I32, {static_cast<int64_t>(slots.size())});
-  backend_.upload(slots_t.data, slots.data(), slots.size() * sizeof(int32_t));
-  Tensor ids = backend_.alloc_tensor(owner, DType::I32, {layout.num_tokens});
-  backend_.gather_block_tokens(state_, slots_t, ids);
-
   const int num_rows = static_cast<int>(denoising.size());
-  if (num_rows == 0) {
-    model_.forward(batch, ids, kv_, nullptr);
-    return {};
-  }
-  Tensor logits = backend_.alloc_tensor(owner, DType::F32, {int64_t{num_rows} * B, model_.config().vocab});
-  model_.forward(batch, ids, kv_, &logits);
-
   std::vector<StepRow> rows;
   for (const Sequence* s : denoising) {
     StepRow r;
@@ -90,29 +95,45 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
     r.is_last = s->step_in_block == s->request.denoising_steps - 1;
     rows.push_back(r);
   }
-  static_assert(sizeof(StepRow) % 4 == 0);
-  Tensor rows_t = backend_.alloc_tensor(owner, DType::I32, {num_rows, static_cast<int64_t>(sizeof(StepRow) / 4)});
-  backend_.upload(rows_t.data, rows.data(), rows.size() * sizeof(StepRow));
-  backend_.denoise_step(logits, rows_t, num_rows, state_);
+  static_assert(sizeof(StepRow) % 4 == 0 && alignof(StepRow) == 4);
+  std::vector<int32_t> row_words(rows.size() * sizeof(StepRow) / 4);
+  std::copy_n(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(StepRow),
+              reinterpret_cast<char*>(row_words.data()));
+  const std::vector<Tensor> extras = backend_.upload_batch(batch, layout_arena_, {&slots, &row_words});
+  if (host_state_newer_) {
+    backend_.upload(state_.block_region.data, host_state_.data(), state_.block_region.nbytes());
+    host_state_newer_ = false;
+  }
+  Tensor ids = backend_.grow_view(ids_buffer_, DType::I32, {layout.num_tokens});
+  backend_.gather_block_tokens(state_, extras[0], ids);
 
-  std::vector<int32_t> all_masks(state_.num_slots);
-  backend_.download(all_masks.data(), state_.masks_left.data, all_masks.size() * sizeof(int32_t));
+  if (num_rows == 0) {
+    model_.forward(batch, ids, kv_, nullptr);
+    return {};
+  }
+  Tensor logits = backend_.grow_view(logits_buffer_, DType::F32, {int64_t{num_rows} * B, model_.config().vocab});
+  model_.forward(batch, ids, kv_, &logits);
+  backend_.denoise_step(logits, extras[1], num_rows, state_);
+
+  backend_.download(host_state_.data(), state_.block_region.data, state_.block_region.nbytes());
   std::vector<int32_t> masks_left;
-  for (const Sequence* s : denoising) masks_left.push_back(all_masks[s->slot]);
+  for (const Sequence* s : denoising) masks_left.push_back(host_part(state_.masks_left)[s->slot]);
   return masks_left;
 }
 
-BlockRecord ModelRunner::read_block(int slot) {
+BlockRecord ModelRunner::read_block(int slot) const {
   const int B = block_length_;
+  auto row = [&](const Tensor& part) { return host_part(part) + slot * B; };
+  auto floats = [&](const Tensor& part) {
+    std::vector<float> out(B);
+    std::copy_n(reinterpret_cast<const char*>(row(part)), B * sizeof(float), reinterpret_cast<char*>(out.data()));
+    return out;
+  };
   BlockRecord r;
-  r.tokens.resize(B);
-  r.trajectory.resize(B);
-  r.logprobs.resize(B);
-  r.entropies.resize(B);
-  backend_.download(r.tokens.data(), state_.tokens.ptr<int32_t>() + slot * B, B * sizeof(int32_t));
-  backend_.download(r.trajectory.data(), state_.trajectory.ptr<int32_t>() + slot * B, B * sizeof(int32_t));
-  backend_.download(r.logprobs.data(), state_.logprobs.ptr<float>() + slot * B, B * sizeof(float));
-  backend_.download(r.entropies.data(), state_.entropies.ptr<float>() + slot * B, B * sizeof(float));
+  r.tokens.assign(row(state_.tokens), row(state_.tokens) + B);
+  r.trajectory.assign(row(state_.trajectory), row(state_.trajectory) + B);
+  r.logprobs = floats(state_.logprobs);
+  r.entropies = floats(state_.entropies);
   return r;
 }
 

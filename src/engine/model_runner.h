@@ -1,6 +1,9 @@
 // ModelRunner: turns scheduled sequences into forwards. Builds the batch layout (positions,
 // cached lengths, page tables), runs the model, runs the backend's denoise step on the logits,
-// and reads back the little the host needs (masks left; a finished block's records).
+// and keeps a host copy of the block state: blocks start there, the whole state goes to the
+// backend in one copy before a forward that needs it and comes back in one copy after a denoise
+// step (masks left, finished blocks' records). Per-forward buffers are reused, never reallocated
+// once sizes stop growing.
 #pragma once
 
 #include <vector>
@@ -18,13 +21,17 @@ class ModelRunner {
   Backend& backend() { return backend_; }
   DecodeState& state() { return state_; }
 
+  // Starts a block in `slot`: its B tokens (mask ids where masked); records zeroed.
+  void start_block(int slot, const std::vector<int32_t>& tokens, int32_t mask_id);
+
   // Writes the K/V of each sequence's prompt positions [num_cached, num_prefill).
   void prefill(const std::vector<Sequence*>& seqs);
   // One forward over the current blocks: `denoising` sequences (first) get a sampling +
   // remasking step, `saving` ones write their finished block's K/V. Returns, per denoising
   // sequence, the masks left in its block.
   std::vector<int32_t> denoise(const std::vector<Sequence*>& denoising, const std::vector<Sequence*>& saving);
-  BlockRecord read_block(int slot);
+  // The records of the block in `slot`, as of the last denoise step.
+  BlockRecord read_block(int slot) const;
 
  private:
   // A layout with no rows yet: the attention rule and a page table wide enough for every sequence.
@@ -32,12 +39,18 @@ class ModelRunner {
   BatchLayout empty_layout(const Seqs& seqs) const;
   // Appends `count` tokens of `seq` at positions first_position, first_position + 1, ...
   void fill_layout(BatchLayout& layout, const Sequence& seq, int first_position, int count);
+  // The host copy of one part of the block state (a tensor inside state_.block_region).
+  int32_t* host_part(const Tensor& part);
+  const int32_t* host_part(const Tensor& part) const;
 
   Model& model_;
   Backend& backend_;
   int block_length_;
   KvCache kv_;
   DecodeState state_;
+  std::vector<int32_t> host_state_;  // mirror of state_.block_region
+  bool host_state_newer_ = false;    // a block started since the last upload
+  Buffer layout_arena_, ids_buffer_, logits_buffer_;
 };
 
 }  // namespace jet

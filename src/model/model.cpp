@@ -7,9 +7,7 @@ Model::Model(ModelConfig config, Backend& backend) : config_(std::move(config)),
 
 Tensor Model::scratch(int slot, DType dtype, std::initializer_list<int64_t> dims) {
   if (static_cast<int>(scratch_.size()) <= slot) scratch_.resize(slot + 1);
-  Tensor shape_only(nullptr, dtype, dims);
-  if (scratch_[slot].bytes() < shape_only.nbytes()) scratch_[slot] = backend_.alloc(shape_only.nbytes() * 5 / 4);
-  return scratch_[slot].view(dtype, dims);
+  return backend_.grow_view(scratch_[slot], dtype, dims);
 }
 
 void Model::forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, Tensor* logits) {
