@@ -204,7 +204,10 @@ def load_model(model_dir, device="cuda", dtype=torch.bfloat16):
         state.update(load_file(os.path.join(model_dir, name)))
     with torch.device("meta"):  # no throw-away random init of a large model
         model = SdarModel(config)
-    if model.tied and "lm_head.weight" not in state:
+        if model.tied and "lm_head.weight" in state:  # a stored head wins over the flag (models.md §1.1)
+            model.lm_head.weight = nn.Parameter(torch.empty_like(model.lm_head.weight))
+            model.tied = False
+    if model.tied and "model.embed_tokens.weight" in state:
         state["lm_head.weight"] = state["model.embed_tokens.weight"]
     model.load_state_dict(state, strict=True, assign=True)
     if model.tied:  # assign=True replaced the shared parameter by two
