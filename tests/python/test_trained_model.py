@@ -1,0 +1,93 @@
+"""The shipped demo model (models/sdar-tiny-arith) solves its tasks: greedy accuracy on fresh
+tools/arith_tasks.py problems, a stated minimum accuracy for every remasking strategy, and fewer
+forwards for the dynamic strategies than for the static one at about the same accuracy.
+
+CPU backend, the README's defaults (B = 4, S = 4, temperature 0), scored with bench/quality.py's
+functions; each strategy decodes the same problems once (cached), about a minute on two cores.
+JET_ARITH_MODEL=DIR scores another folder (a fresh training run) against the same thresholds.
+"""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from jet_test_utils import BUILD, REPO
+
+sys.path.insert(0, str(BUILD / "python"))
+sys.path.insert(0, str(REPO / "bench"))
+import quality  # noqa: E402
+
+MODEL = Path(os.environ.get("JET_ARITH_MODEL", REPO / "models" / "sdar-tiny-arith"))
+pytestmark = pytest.mark.skipif(not (MODEL / "model.safetensors").is_file(),
+                                reason=f"{MODEL}/model.safetensors is missing: the demo model's weights "
+                                       "(tools/train_tiny_sdar.py) are not committed yet")
+
+N = 200
+PROBLEM_SEED = 20240601  # not the training data's seed: these problems are fresh
+GREEDY_MIN_ACCURACY = 0.95  # the default strategy, low_confidence_static
+GREEDY_MIN_TASK_ACCURACY = 0.85  # and on each task alone (about 40 problems each but addition's 80)
+# The least accuracy each strategy must reach on the N problems.
+MIN_ACCURACY = {
+    "sequential": 0.90,
+    "anti_sequential": 0.50,
+    "random": 0.80,
+    "dilated": 0.80,
+    "low_confidence_static": GREEDY_MIN_ACCURACY,
+    "margin_static": 0.93,
+    "entropy_static": 0.93,
+    "low_confidence_dynamic": 0.93,
+    "dynamic_factor": 0.90,
+    "dynamic_pmax": 0.93,
+    "entropy_bounded": 0.90,
+}
+# A dynamic strategy at its default may lose at most this much accuracy against the static one.
+DYNAMIC_MARGIN = 0.03
+STATIC = "low_confidence_static"
+DYNAMIC = ("low_confidence_dynamic", "dynamic_factor", "dynamic_pmax", "entropy_bounded")
+
+
+@pytest.fixture(scope="module")
+def rows():
+    """strategy -> its quality.measure row at the default parameter, decoded on first use."""
+    from jetengine import LLM
+    llm = LLM(str(MODEL), device="cpu", block_length=4, kvcache_block_size=16, num_kvcache_blocks=2048)
+    problems = quality.labeled_problems(N, PROBLEM_SEED)
+    prompts = quality.chat_prompts(llm, problems)
+    defaults = {strategy: (parameter, value) for strategy, parameter, value in quality.runs(sweep=False)}
+    cache = {}
+
+    def row(strategy):
+        if strategy not in cache:
+            cache[strategy] = quality.measure(llm, prompts, problems, strategy, *defaults[strategy])
+        return cache[strategy]
+
+    return row
+
+
+def describe(row):
+    tasks = ", ".join(f"{t} {a:.1%}" for t, a in row["per_task"].items() if a is not None)
+    return f"{row['strategy']}: {row['accuracy']:.1%} ({tasks}), {row['tokens_per_forward']:.2f} tokens/forward"
+
+
+def test_every_strategy_is_listed():
+    assert set(MIN_ACCURACY) == set(quality.STRATEGIES)
+
+
+def test_greedy_accuracy(rows):
+    row = rows(STATIC)
+    assert row["accuracy"] >= GREEDY_MIN_ACCURACY, describe(row)
+    assert all(a is not None and a >= GREEDY_MIN_TASK_ACCURACY for a in row["per_task"].values()), describe(row)
+
+
+@pytest.mark.parametrize("strategy", quality.STRATEGIES)
+def test_strategy_reaches_its_minimum(rows, strategy):
+    row = rows(strategy)
+    assert row["accuracy"] >= MIN_ACCURACY[strategy], describe(row)
+
+
+@pytest.mark.parametrize("strategy", DYNAMIC)
+def test_dynamic_strategy_needs_fewer_forwards_at_about_the_same_accuracy(rows, strategy):
+    static, dynamic = rows(STATIC), rows(strategy)
+    assert dynamic["forwards"] < static["forwards"], f"{describe(dynamic)}; {describe(static)}"
+    assert dynamic["accuracy"] >= static["accuracy"] - DYNAMIC_MARGIN, f"{describe(dynamic)}; {describe(static)}"
