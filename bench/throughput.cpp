@@ -2,7 +2,7 @@
 // random prompts, fixed completion length), and with --profile where the time goes per backend op
 // (each op is synchronised, so profiled runs are slower). Usage:
 //   throughput --model DIR [--device cpu|cuda|auto] [--batches 1,16] [--prompt-len 64]
-//              [--max-tokens 128] [--strategy NAME] [--threads N] [--profile]
+//              [--max-tokens 128] [--strategy NAME] [--threads N] [--profile] [--enforce-eager]
 //              [--mode2 REQUESTS [--max-active 128]]
 // --mode2 runs Mode 2 (streaming) after Mode 1: REQUESTS prompts of 50-600 random tokens with
 // max_tokens 64-512 each (seeded), through generate_streaming with max_active in flight.
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   const std::string model = flag(argc, argv, "--model", "");
   if (model.empty()) {
     std::fprintf(stderr, "usage: throughput --model DIR [--device D] [--batches 1,16] [--prompt-len 64] "
-                         "[--max-tokens 128] [--strategy NAME] [--threads N] [--profile]\n");
+                         "[--max-tokens 128] [--strategy NAME] [--threads N] [--profile] [--enforce-eager]\n");
     return 2;
   }
   const int prompt_len = std::stoi(flag(argc, argv, "--prompt-len", "64"));
@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   opts.model = model;
   opts.device = flag(argc, argv, "--device", "auto");
   opts.profile_ops = has_flag(argc, argv, "--profile");
+  opts.enforce_eager = has_flag(argc, argv, "--enforce-eager");
   opts.max_num_seqs = 512;
   opts.num_threads = std::stoi(flag(argc, argv, "--threads", "0"));
   jet::Engine engine(opts);
@@ -67,17 +68,18 @@ int main(int argc, char** argv) {
               engine.summary().block_length, p.denoising_steps, prompt_len, max_tokens, p.remasking_strategy.c_str());
   std::printf("%6s %10s %10s %12s %12s\n", "batch", "tokens", "seconds", "tok/s", opts.profile_ops ? "GEMM share" : "");
   std::mt19937 rng(0);
-  {  // Warm-up outside the timing: first-use costs (GEMM plans, allocations) are not throughput.
-    jet::SamplingParams warm = p;
-    warm.max_tokens = 8;
-    engine.generate({std::vector<int32_t>(prompt_len, 3)}, {warm});
-  }
   for (int batch : batches) {
     std::vector<jet::Prompt> prompts;
     for (int i = 0; i < batch; ++i) {
       std::vector<int32_t> ids(prompt_len);
       for (int32_t& id : ids) id = static_cast<int32_t>(3 + rng() % (vocab / 2));
       prompts.emplace_back(ids);
+    }
+    {  // Warm-up outside the timing: first-use costs (GEMM plans, buffers, CUDA graphs of this
+       // batch's shapes) are start-up, not throughput.
+      jet::SamplingParams warm = p;
+      warm.max_tokens = 8;
+      engine.generate(prompts, {warm});
     }
     const auto before = engine.op_seconds();
     const auto start = std::chrono::steady_clock::now();

@@ -57,6 +57,7 @@ Engine
   --mask-token-id ID        override the model's mask token
   --threads N               CPU threads (default: all cores)
   --no-prefix-caching       do not share KV pages of identical prompt prefixes
+  --enforce-eager           CUDA: no CUDA graphs (launch every op of every forward)
 )";
 
 std::vector<Prompt> read_prompts(const ArgParser& args) {
@@ -129,6 +130,7 @@ EngineOptions read_engine_options(const ArgParser& args) {
   o.mask_token_id = static_cast<int32_t>(args.get_int("--mask-token-id", o.mask_token_id));
   o.num_threads = static_cast<int>(args.get_int("--threads", o.num_threads));
   o.enable_prefix_caching = !args.has("--no-prefix-caching");
+  o.enforce_eager = args.has("--enforce-eager");
   return o;
 }
 
@@ -154,7 +156,7 @@ int cmd_generate(const Args& raw) {
                   "--dynamic-threshold", "--dynamic-factor", "--eb-threshold", "--seed", "--stop-token-ids",
                   "--device", "--max-num-seqs", "--max-model-len", "--kv-page-size", "--kv-cache-mb", "--kv-pages",
                   "--mask-token-id", "--threads"},
-                 {"--chat", "--json", "--ignore-eos", "--no-prefix-caching", "--help"});
+                 {"--chat", "--json", "--ignore-eos", "--no-prefix-caching", "--enforce-eager", "--help"});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     return 0;

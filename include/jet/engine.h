@@ -30,6 +30,7 @@ struct EngineOptions {
   bool enable_prefix_caching = true;  // share KV pages of identical prompt prefixes (SDAR only)
   int num_threads = 0;            // CPU threads; 0 = all cores
   bool profile_ops = false;       // time every backend op (slower; see Engine::op_seconds)
+  bool enforce_eager = false;     // CUDA: launch every op of every forward (no CUDA graphs)
 };
 
 // Per-request sampling settings (the original's SamplingParams; see docs/decoding.md §3-5).

@@ -27,7 +27,8 @@ class Config:
         max_position_embeddings).
     gpu_memory_utilization: no effect; the KV cache is sized by kv_cache_memory_bytes.
     tensor_parallel_size: must be 1 (one device per engine).
-    enforce_eager: no effect.
+    enforce_eager: CUDA: launch every op of every forward instead of replaying CUDA graphs of the
+        denoise forward (slower; for debugging).
     diversity_enforce, epsilon_greedy: the original's exploration modifiers are not implemented;
         True is an error. diversity_enforce_barrier and epsilon are checked, with no effect.
     kvcache_block_size: tokens per KV-cache page; a multiple of block_length.
@@ -117,4 +118,5 @@ class Config:
         options.kv_cache_memory_bytes = self.kv_cache_memory_bytes
         options.enable_prefix_caching = self.enable_prefix_caching
         options.num_threads = self.num_threads
+        options.enforce_eager = self.enforce_eager
         return options

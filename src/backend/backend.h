@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -180,6 +181,16 @@ class Backend {
   virtual void swiglu(const Tensor& gate_up, Tensor& out) = 0;
   // out[T, H] = Σ_top-k routing weight * expert(x); router softmax in fp32 over all experts.
   virtual void moe(const Tensor& x, const MoeWeights& w, Tensor& out) = 0;
+
+  // Runs `work`, a fixed sequence of op calls whose launch shapes `key` determines (same key, same
+  // shapes, same buffers). A backend that can record work (CUDA graphs) records it at the key's
+  // second run and replays the recording from then on; this default just runs it. The caller
+  // keeps the data the work reads at the same addresses for a key; recordings are discarded
+  // whenever the backend allocates or frees memory, so a reallocated buffer is never replayed.
+  virtual void run_recorded(const std::string& key, const std::function<void()>& work) {
+    (void)key;
+    work();
+  }
 
   // Decode ops. ids[i*B + j] = tokens[slots[i], j].
   virtual void gather_block_tokens(const DecodeState& st, const Tensor& slots, Tensor& ids) = 0;

@@ -120,7 +120,9 @@ void Engine::Impl::build_cache() {
   }
   JET_CHECK(pages >= 1, "the KV-cache budget holds no page of ", bytes_per_page,
             " bytes; raise kv_cache_memory_bytes or lower kvcache_page_size");
-  runner = std::make_unique<ModelRunner>(*model, block_length, options.max_num_seqs, static_cast<int>(pages), page_size);
+  // A profile times each op by synchronising after it, which a recorded forward would hide.
+  runner = std::make_unique<ModelRunner>(*model, block_length, options.max_num_seqs, static_cast<int>(pages), page_size,
+                                         !options.enforce_eager && !options.profile_ops);
   SchedulerLimits sl;
   sl.max_num_seqs = options.max_num_seqs;
   sl.block_length = block_length;

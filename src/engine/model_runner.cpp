@@ -7,8 +7,9 @@
 
 namespace jet {
 
-ModelRunner::ModelRunner(Model& model, int block_length, int num_slots, int num_pages, int page_size)
-    : model_(model), backend_(model.backend()), block_length_(block_length) {
+ModelRunner::ModelRunner(Model& model, int block_length, int num_slots, int num_pages, int page_size,
+                         bool record_forwards)
+    : model_(model), backend_(model.backend()), block_length_(block_length), record_forwards_(record_forwards) {
   const ModelConfig& c = model.config();
   kv_ = backend_.alloc_kv_cache(c.layers, num_pages, page_size, c.kv_heads, c.head_dim);
   state_ = backend_.alloc_decode_state(num_slots, block_length, c.vocab);
@@ -105,15 +106,24 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
     host_state_newer_ = false;
   }
   Tensor ids = backend_.grow_view(ids_buffer_, DType::I32, {layout.num_tokens});
-  backend_.gather_block_tokens(state_, extras[0], ids);
-
-  if (num_rows == 0) {
-    model_.forward(batch, ids, kv_, nullptr);
-    return {};
+  Tensor logits;
+  if (num_rows > 0) {
+    logits = backend_.grow_view(logits_buffer_, DType::F32, {int64_t{num_rows} * B, model_.config().vocab});
   }
-  Tensor logits = backend_.grow_view(logits_buffer_, DType::F32, {int64_t{num_rows} * B, model_.config().vocab});
-  model_.forward(batch, ids, kv_, &logits);
-  backend_.denoise_step(logits, extras[1], num_rows, state_);
+  auto forward_and_step = [&] {
+    backend_.gather_block_tokens(state_, extras[0], ids);
+    model_.forward(batch, ids, kv_, num_rows > 0 ? &logits : nullptr);
+    if (num_rows > 0) backend_.denoise_step(logits, extras[1], num_rows, state_);
+  };
+  // Everything the work reads sits at addresses fixed by these sizes (the layout arena's
+  // offsets, ids, logits, the model's scratch), and the attention launch depends on no more.
+  if (record_forwards_ && !model_.has_moe_layers()) {
+    backend_.run_recorded(str(layout.num_seqs, ' ', layout.num_tokens, ' ', layout.max_pages, ' ', num_rows),
+                          forward_and_step);
+  } else {
+    forward_and_step();
+  }
+  if (num_rows == 0) return {};
 
   backend_.download(host_state_.data(), state_.block_region.data, state_.block_region.nbytes());
   std::vector<int32_t> masks_left;

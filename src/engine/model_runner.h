@@ -16,7 +16,9 @@ namespace jet {
 
 class ModelRunner {
  public:
-  ModelRunner(Model& model, int block_length, int num_slots, int num_pages, int page_size);
+  // record_forwards: let the backend record the denoise forward and replay it (CUDA graphs) for
+  // dense models; false runs every op eagerly.
+  ModelRunner(Model& model, int block_length, int num_slots, int num_pages, int page_size, bool record_forwards);
 
   Backend& backend() { return backend_; }
   DecodeState& state() { return state_; }
@@ -46,6 +48,7 @@ class ModelRunner {
   Model& model_;
   Backend& backend_;
   int block_length_;
+  bool record_forwards_;
   KvCache kv_;
   DecodeState state_;
   std::vector<int32_t> host_state_;  // mirror of state_.block_region

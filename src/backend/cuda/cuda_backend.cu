@@ -68,6 +68,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
 }
 
 CudaBackend::~CudaBackend() {
+  graphs_.reset();
   gemm_plans_.reset();
   release(stream_, lt_, workspace_);
 }
@@ -86,7 +87,11 @@ Buffer CudaBackend::alloc(size_t bytes) {
     throw Error(str("cuda backend: cannot allocate ", bytes, " bytes of device memory (", cudaGetErrorName(status),
                     "; ", free_bytes, " of ", total_bytes, " bytes free)"));
   }
-  return Buffer(ptr, bytes, [](void* p) { cudaFree(p); });
+  ++*memory_epoch_;
+  return Buffer(ptr, bytes, [epoch = memory_epoch_](void* p) {
+    cudaFree(p);
+    ++*epoch;
+  });
 }
 
 void CudaBackend::upload(void* dst, const void* src, size_t bytes) {

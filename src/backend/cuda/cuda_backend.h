@@ -6,6 +6,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -46,6 +48,7 @@ class CudaBackend final : public Backend {
   void moe(const Tensor& x, const MoeWeights& w, Tensor& out) override;                    // moe.cu
   void gather_block_tokens(const DecodeState& st, const Tensor& slots, Tensor& ids) override;  // elementwise.cu
   void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) override;  // decode.cu
+  void run_recorded(const std::string& key, const std::function<void()>& work) override;           // graphs.cu
 
   cudaStream_t stream() const { return stream_; }
   cublasLtHandle_t lt() const { return lt_; }
@@ -59,7 +62,17 @@ class CudaBackend final : public Backend {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   std::unique_ptr<GemmPlans> gemm_plans_;
+  // Bumped by every alloc() and every free of a Buffer it made (shared: a Buffer may outlive us).
+  std::shared_ptr<std::atomic<uint64_t>> memory_epoch_ = std::make_shared<std::atomic<uint64_t>>(0);
+  struct GraphCache;  // graphs.cu
+  struct GraphCacheDeleter {
+    void operator()(GraphCache* cache) const;
+  };
+  std::unique_ptr<GraphCache, GraphCacheDeleter> graphs_;
 };
+
+// Throws the row fault a finished denoise step recorded on the device, and clears it (decode.cu).
+void throw_decode_fault();
 
 // Whether a CUDA device is visible (false, not an error, when none is).
 bool device_available();
