@@ -46,7 +46,8 @@ def model_dir(shape):
 
 
 def load(shape):
-    return torch_sdar.load_model(model_dir(shape), device=DEVICE, dtype=torch.float32)
+    # requires_grad off: the checks read results as NumPy arrays, which a tensor needing grad refuses
+    return torch_sdar.load_model(model_dir(shape), device=DEVICE, dtype=torch.float32).requires_grad_(False)
 
 
 def rel_err(a, b):
