@@ -1,9 +1,9 @@
 """The shipped demo model (models/sdar-tiny-arith) solves its tasks: greedy accuracy on fresh
-tools/arith_tasks.py problems, a stated minimum accuracy for every remasking strategy, and fewer
-forwards for the dynamic strategies than for the static one at about the same accuracy.
+tools/arith_tasks.py problems, a stated minimum accuracy for every remasking strategy, and far
+fewer forwards for the dynamic strategies than for the static one at about the same accuracy.
 
 CPU backend, the README's defaults (B = 4, S = 4, temperature 0), scored with bench/quality.py's
-functions; each strategy decodes the same problems once (cached), about a minute on two cores.
+functions; each strategy decodes the same 200 problems once (cached): about 10 s on two cores.
 JET_ARITH_MODEL=DIR scores another folder (a fresh training run) against the same thresholds.
 """
 import os
@@ -25,27 +25,17 @@ pytestmark = pytest.mark.skipif(not (MODEL / "model.safetensors").is_file(),
 
 N = 200
 PROBLEM_SEED = 20240601  # not the training data's seed: these problems are fresh
-GREEDY_MIN_ACCURACY = 0.95  # the default strategy, low_confidence_static
-GREEDY_MIN_TASK_ACCURACY = 0.85  # and on each task alone (about 40 problems each but addition's 80)
-# The least accuracy each strategy must reach on the N problems. PROVISIONAL: chosen before the
-# trained weights existed (one-token-per-step orders that ignore confidence, and anti_sequential,
-# which must guess the answer's end first, are expected to do worst); set them from
-# `bench/quality.py --n 1000` on the shipped weights, a few points below what it measures.
-MIN_ACCURACY = {
-    "sequential": 0.90,
-    "anti_sequential": 0.50,
-    "random": 0.80,
-    "dilated": 0.80,
-    "low_confidence_static": GREEDY_MIN_ACCURACY,
-    "margin_static": 0.93,
-    "entropy_static": 0.93,
-    "low_confidence_dynamic": 0.93,
-    "dynamic_factor": 0.90,
-    "dynamic_pmax": 0.93,
-    "entropy_bounded": 0.90,
-}
-# A dynamic strategy at its default may lose at most this much accuracy against the static one.
-DYNAMIC_MARGIN = 0.03
+GREEDY_MIN_ACCURACY = 0.95  # the default strategy (low_confidence_static): the model works
+GREEDY_MIN_TASK_ACCURACY = 0.90  # and on each task alone (about 40 problems each but addition's 80)
+# What bench/quality.py measured on the shipped weights (CPU, 1,000 problems of seed 0): every
+# strategy at its default 99.4-99.9%; on these 200 problems 99.0-100%, with 1 or 2 threads alike.
+# The bar sits a few points lower, so that float noise of another CPU cannot flip it, while a
+# broken strategy (or a mis-trained model) falls far below it.
+MIN_ACCURACY = 0.97
+# Measured: the dynamic strategies at their defaults take 0.51x the static one's forwards (the model
+# is confident enough to commit most blocks in one step) and lose at most 0.5 points of accuracy.
+DYNAMIC_MAX_FORWARD_RATIO = 0.75
+DYNAMIC_MARGIN = 0.02
 STATIC = "low_confidence_static"
 DYNAMIC = ("low_confidence_dynamic", "dynamic_factor", "dynamic_pmax", "entropy_bounded")
 
@@ -73,10 +63,6 @@ def describe(row):
     return f"{row['strategy']}: {row['accuracy']:.1%} ({tasks}), {row['tokens_per_forward']:.2f} tokens/forward"
 
 
-def test_every_strategy_is_listed():
-    assert set(MIN_ACCURACY) == set(quality.STRATEGIES)
-
-
 def test_greedy_accuracy(rows):
     row = rows(STATIC)
     assert row["accuracy"] >= GREEDY_MIN_ACCURACY, describe(row)
@@ -86,11 +72,12 @@ def test_greedy_accuracy(rows):
 @pytest.mark.parametrize("strategy", quality.STRATEGIES)
 def test_strategy_reaches_its_minimum(rows, strategy):
     row = rows(strategy)
-    assert row["accuracy"] >= MIN_ACCURACY[strategy], describe(row)
+    assert row["accuracy"] >= MIN_ACCURACY, describe(row)
 
 
 @pytest.mark.parametrize("strategy", DYNAMIC)
 def test_dynamic_strategy_needs_fewer_forwards_at_about_the_same_accuracy(rows, strategy):
     static, dynamic = rows(STATIC), rows(strategy)
-    assert dynamic["forwards"] < static["forwards"], f"{describe(dynamic)}; {describe(static)}"
+    ratio = dynamic["forwards"] / static["forwards"]
+    assert ratio <= DYNAMIC_MAX_FORWARD_RATIO, f"{ratio:.2f}x the forwards; {describe(dynamic)}; {describe(static)}"
     assert dynamic["accuracy"] >= static["accuracy"] - DYNAMIC_MARGIN, f"{describe(dynamic)}; {describe(static)}"
