@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Sets everything up (scripts/setup.sh), then generates text with the default model.
-# Until the trained demo model ships, the default model is a tiny random SDAR model made by
-# tools/make_tiny_model.py (its output is gibberish; the point is the whole pipeline running).
-# Extra arguments go to `jetengine generate`, e.g. scripts/demo.sh --prompt "Hi" --json
+# Sets everything up (scripts/setup.sh), then generates with the default model, the trained demo
+# model models/sdar-tiny-arith (models/sdar-tiny-arith/README.md): without arguments it asks
+# "What is 4821 + 937?" through the chat template, greedily, and prints 5758.
+# Extra arguments replace that request and go to `jetengine generate`, e.g.
+#   scripts/demo.sh --prompt "Sort: 42, 7, 19, 3" --chat --temperature 0 --json
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh >/dev/null
-model=build/models/tiny-sdar
-[ -f "$model/config.json" ] || /usr/bin/python3 tools/make_tiny_model.py --arch sdar --vocab qwen3 --seed 0 --out "$model"
+model=models/sdar-tiny-arith
 if (($# == 0)); then
-  set -- --prompt "What is 4821 + 937?" --chat --temperature 0 --max-tokens 16
+  set -- --prompt "What is 4821 + 937?" --chat --temperature 0
 fi
 exec build/apps/cli/jetengine generate --model "$model" "$@"
