@@ -21,14 +21,21 @@ __global__ void embedding_kernel(const int32_t* ids, const bf16* table, int64_t 
   for (int64_t i = threadIdx.x; i < H; i += blockDim.x) dst[i] = valid ? src[i] : __float2bfloat16(0.0f);
 }
 
-// One block per token row of gate_up [T, 2I].
-__global__ void swiglu_kernel(const bf16* gate_up, int64_t inter, bf16* out) {
-  const int64_t t = blockIdx.x;
-  const bf16* gate = gate_up + t * 2 * inter;
-  const bf16* up = gate + inter;
-  for (int64_t i = threadIdx.x; i < inter; i += blockDim.x) {
-    const float g = __bfloat162float(gate[i]);
-    out[t * inter + i] = __float2bfloat16(g / (1.0f + expf(-g)) * __bfloat162float(up[i]));
+// Grid-stride over packs of N elements of out [T, I]; gate_up is [T, 2I].
+template <int N>
+__global__ void swiglu_kernel(const bf16* gate_up, int64_t T, int64_t inter, bf16* out) {
+  const int64_t packs_per_row = inter / N, packs = T * packs_per_row;
+  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < packs; k += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = k / packs_per_row, i = k % packs_per_row * N;
+    const BfPack<N> gate = load_pack<N>(gate_up + t * 2 * inter + i);
+    const BfPack<N> up = load_pack<N>(gate_up + t * 2 * inter + inter + i);
+    BfPack<N> result;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const float g = __bfloat162float(gate.v[j]);
+      result.v[j] = __float2bfloat16(g / (1.0f + expf(-g)) * __bfloat162float(up.v[j]));
+    }
+    store_pack<N>(out + t * inter + i, result);
   }
 }
 
@@ -61,19 +68,27 @@ void CudaBackend::swiglu(const Tensor& gate_up, Tensor& out) {
   JET_CHECK(width % 2 == 0, "swiglu: gate_up width ", width, " is odd");
   check_tensor(out, "swiglu", "out", DType::BF16, {T, width / 2});
   if (T == 0) return;
-  swiglu_kernel<<<static_cast<unsigned>(T), kThreads, 0, stream_>>>(gate_up.ptr<bf16>(), width / 2, out.ptr<bf16>());
+  const int64_t inter = width / 2;
+  // 16-byte accesses need both halves of every gate_up row and every out row 16-byte aligned.
+  if (packs_of_8(inter, {gate_up.data, out.data})) {
+    swiglu_kernel<8><<<blocks_for(T * inter / 8, kThreads), kThreads, 0, stream_>>>(gate_up.ptr<bf16>(), T, inter,
+                                                                                   out.ptr<bf16>());
+  } else {
+    swiglu_kernel<1><<<blocks_for(T * inter, kThreads), kThreads, 0, stream_>>>(gate_up.ptr<bf16>(), T, inter,
+                                                                               out.ptr<bf16>());
+  }
   check_launch("swiglu_kernel");
 }
 
-void CudaBackend::gather_block_tokens(const DecodeState& st, const Tensor& slots, Tensor& ids) {
-  const int B = st.block_length;
-  check_tensor(st.tokens, "gather_block_tokens", "tokens", DType::I32, {st.num_slots, B});
+void CudaBackend::gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) {
+  check_tensor(blocks, "gather_block_tokens", "blocks", DType::I32, {-1, -1});
+  const auto num_slots = static_cast<int>(blocks.dim(0)), B = static_cast<int>(blocks.dim(1));
   check_tensor(slots, "gather_block_tokens", "slots", DType::I32, {-1});
   const int64_t n = slots.dim(0);
   check_tensor(ids, "gather_block_tokens", "ids", DType::I32, {n * B});
   if (n * B == 0) return;
   gather_block_tokens_kernel<<<blocks_for(n * B, kThreads), kThreads, 0, stream_>>>(
-      st.tokens.ptr<int32_t>(), st.num_slots, B, slots.ptr<int32_t>(), n * B, ids.ptr<int32_t>());
+      blocks.ptr<int32_t>(), num_slots, B, slots.ptr<int32_t>(), n * B, ids.ptr<int32_t>());
   check_launch("gather_block_tokens_kernel");
 }
 

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/tensor_checks.h"
@@ -18,6 +19,32 @@ using bf16 = __nv_bfloat16;
 // Throws if the last kernel launch failed (bad configuration); errors inside a kernel surface at
 // the next synchronising call.
 inline void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
+
+// N consecutive bf16 moved as one access (16 bytes for N = 8): the row kernels use N = 8 when
+// the row width and the pointers allow it, else N = 1, with the same per-element arithmetic.
+template <int N>
+struct alignas(N * sizeof(bf16)) BfPack {
+  bf16 v[N];
+};
+
+template <int N>
+__device__ __forceinline__ BfPack<N> load_pack(const bf16* p) {
+  return *reinterpret_cast<const BfPack<N>*>(p);
+}
+
+template <int N>
+__device__ __forceinline__ void store_pack(bf16* p, const BfPack<N>& pack) {
+  *reinterpret_cast<BfPack<N>*>(p) = pack;
+}
+
+// Whether rows of `width` bf16 starting at each pointer can be moved 8 elements at a time.
+inline bool packs_of_8(int64_t width, std::initializer_list<const void*> pointers) {
+  if (width % 8 != 0) return false;
+  for (const void* p : pointers) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
+}
 
 // Blocks of `threads` covering n elements, capped so a grid-stride loop does the rest.
 inline unsigned blocks_for(int64_t n, int threads) {

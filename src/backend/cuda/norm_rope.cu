@@ -2,6 +2,7 @@
 // stream stays bf16 as in HF: residual = bf16(residual + x)) and qk_norm_rope (per-head RMSNorm
 // of q and k, then NeoX rotate-half RoPE). Statistics, the weight multiply and the rotation run
 // in fp32 with one rounding to bf16 at the end, as SDAR's fused RMSNorm does (models.md §1.3).
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/kernel_util.cuh"
@@ -10,8 +11,8 @@ namespace jet::cuda {
 
 namespace {
 
-constexpr int kNormThreads = 256;
-constexpr int kRopeWarps = 4;
+constexpr int kNormThreads = 256;  // rows read one element at a time
+constexpr int kRopeWarps = 8;
 // Rotary frequencies travel as a kernel parameter (computed on the host exactly as the CPU op
 // does, so both backends rotate by bit-identical angles); this bounds head_dim at 512.
 constexpr int kMaxRopeHalf = 256;
@@ -20,45 +21,75 @@ struct RopeFrequencies {
   float inv_freq[kMaxRopeHalf];
 };
 
-// out = x / sqrt(mean(x²) + eps) * w for the block's row. Each thread reads and writes the same
-// elements in both passes, so out may alias x.
+// out = x / sqrt(mean(x²) + eps) * w for the block's row, N elements per access. Each thread
+// reads and writes the same elements in both passes, so out may alias x.
+template <int N>
 __device__ void rmsnorm_row(const bf16* x, const bf16* w, float eps, int64_t H, bf16* out) {
   float sum_squares = 0.0f;
-  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
-    const float v = __bfloat162float(x[i]);
-    sum_squares += v * v;
+  for (int64_t i = int64_t{threadIdx.x} * N; i < H; i += int64_t{blockDim.x} * N) {
+    const BfPack<N> xs = load_pack<N>(x + i);
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const float v = __bfloat162float(xs.v[j]);
+      sum_squares += v * v;
+    }
   }
   const float scale = 1.0f / sqrtf(block_sum(sum_squares) / static_cast<float>(H) + eps);
-  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
-    out[i] = __float2bfloat16(__bfloat162float(x[i]) * scale * __bfloat162float(w[i]));
+  for (int64_t i = int64_t{threadIdx.x} * N; i < H; i += int64_t{blockDim.x} * N) {
+    const BfPack<N> xs = load_pack<N>(x + i), ws = load_pack<N>(w + i);
+    BfPack<N> result;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      result.v[j] = __float2bfloat16(__bfloat162float(xs.v[j]) * scale * __bfloat162float(ws.v[j]));
+    }
+    store_pack<N>(out + i, result);
   }
 }
 
+template <int N>
 __global__ void rmsnorm_kernel(const bf16* x, const bf16* w, float eps, int64_t H, bf16* out) {
   const int64_t t = blockIdx.x;
-  rmsnorm_row(x + t * H, w, eps, H, out + t * H);
+  rmsnorm_row<N>(x + t * H, w, eps, H, out + t * H);
 }
 
 // residual = bf16(residual + x), then out = rmsnorm(residual). The thread that rounds an element
 // is the one that reads it back, so no barrier is needed between the two.
+template <int N>
 __global__ void add_rmsnorm_kernel(bf16* residual, const bf16* x, const bf16* w, float eps, int64_t H, bf16* out) {
   const int64_t t = blockIdx.x;
   bf16* row = residual + t * H;
-  for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
-    row[i] = __float2bfloat16(__bfloat162float(row[i]) + __bfloat162float(x[t * H + i]));
+  for (int64_t i = int64_t{threadIdx.x} * N; i < H; i += int64_t{blockDim.x} * N) {
+    const BfPack<N> rs = load_pack<N>(row + i), xs = load_pack<N>(x + t * H + i);
+    BfPack<N> sum;
+#pragma unroll
+    for (int j = 0; j < N; ++j) sum.v[j] = __float2bfloat16(__bfloat162float(rs.v[j]) + __bfloat162float(xs.v[j]));
+    store_pack<N>(row + i, sum);
   }
-  rmsnorm_row(row, w, eps, H, out + t * H);
+  rmsnorm_row<N>(row, w, eps, H, out + t * H);
 }
 
-// One block per token, one warp per q or k head (v heads are left as they are). A lane owns the
-// rotation pairs (i, i + hd/2) for i ≡ lane (mod 32), in both the norm and the rotation pass.
+// Threads of a row kernel moving 8 elements per access: one pack each where the row allows
+// (a multiple of 32, at most 1024, as block_sum needs).
+int norm_threads_for_packs(int64_t H) {
+  const int64_t packs = H / 8;
+  return static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(32, (packs + 31) / 32 * 32)));
+}
+
+// Block (x, y) = token x, q/k heads [y * warps, (y + 1) * warps): one warp per head (v heads are
+// left as they are), so even a few tokens spread over many blocks. A lane owns the rotation pairs
+// (i, i + hd/2) for i ≡ lane (mod 32), in both the norm and the rotation pass. The token's
+// rotation angles are the same for every head: computed once per block into shared memory.
 __global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k_norm, const int32_t* positions,
                                     float eps, int nh, int nkv, int hd, RopeFrequencies freqs) {
+  __shared__ float sin_of[kMaxRopeHalf], cos_of[kMaxRopeHalf];
   const int64_t t = blockIdx.x;
   const int lane = threadIdx.x % 32, half = hd / 2;
   const int64_t width = int64_t{nh + 2 * nkv} * hd;
   const float position = static_cast<float>(positions[t]);
-  for (int h = threadIdx.x / 32; h < nh + nkv; h += blockDim.x / 32) {
+  for (int i = threadIdx.x; i < half; i += blockDim.x) sincosf(position * freqs.inv_freq[i], &sin_of[i], &cos_of[i]);
+  __syncthreads();
+  const int h = blockIdx.y * (blockDim.x / 32) + threadIdx.x / 32;
+  if (h < nh + nkv) {
     bf16* head = qkv + t * width + int64_t{h} * hd;
     const bf16* norm = h < nh ? q_norm : k_norm;
     float scale = 1.0f;
@@ -76,8 +107,7 @@ __global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k
         x1 *= __bfloat162float(norm[i]);
         x2 *= __bfloat162float(norm[i + half]);
       }
-      float sin_a, cos_a;
-      sincosf(position * freqs.inv_freq[i], &sin_a, &cos_a);
+      const float sin_a = sin_of[i], cos_a = cos_of[i];
       head[i] = __float2bfloat16(x1 * cos_a - x2 * sin_a);
       head[i + half] = __float2bfloat16(x2 * cos_a + x1 * sin_a);
     }
@@ -92,8 +122,13 @@ void CudaBackend::rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& o
   check_tensor(w, "rmsnorm", "w", DType::BF16, {H});
   check_tensor(out, "rmsnorm", "out", DType::BF16, {T, H});
   if (T == 0) return;
-  rmsnorm_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, stream_>>>(x.ptr<bf16>(), w.ptr<bf16>(), eps, H,
+  const auto blocks = static_cast<unsigned>(T);
+  if (packs_of_8(H, {x.data, w.data, out.data})) {
+    rmsnorm_kernel<8><<<blocks, norm_threads_for_packs(H), 0, stream_>>>(x.ptr<bf16>(), w.ptr<bf16>(), eps, H,
                                                                          out.ptr<bf16>());
+  } else {
+    rmsnorm_kernel<1><<<blocks, kNormThreads, 0, stream_>>>(x.ptr<bf16>(), w.ptr<bf16>(), eps, H, out.ptr<bf16>());
+  }
   check_launch("rmsnorm_kernel");
 }
 
@@ -104,8 +139,14 @@ void CudaBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w
   check_tensor(w, "add_rmsnorm", "w", DType::BF16, {H});
   check_tensor(out, "add_rmsnorm", "out", DType::BF16, {T, H});
   if (T == 0) return;
-  add_rmsnorm_kernel<<<static_cast<unsigned>(T), kNormThreads, 0, stream_>>>(residual.ptr<bf16>(), x.ptr<bf16>(),
+  const auto blocks = static_cast<unsigned>(T);
+  if (packs_of_8(H, {residual.data, x.data, w.data, out.data})) {
+    add_rmsnorm_kernel<8><<<blocks, norm_threads_for_packs(H), 0, stream_>>>(residual.ptr<bf16>(), x.ptr<bf16>(),
                                                                              w.ptr<bf16>(), eps, H, out.ptr<bf16>());
+  } else {
+    add_rmsnorm_kernel<1><<<blocks, kNormThreads, 0, stream_>>>(residual.ptr<bf16>(), x.ptr<bf16>(), w.ptr<bf16>(),
+                                                                eps, H, out.ptr<bf16>());
+  }
   check_launch("add_rmsnorm_kernel");
 }
 
@@ -125,7 +166,8 @@ void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& 
 
   RopeFrequencies freqs{};
   for (int i = 0; i < hd / 2; ++i) freqs.inv_freq[i] = 1.0f / std::pow(rope_theta, static_cast<float>(2 * i) / hd);
-  qk_norm_rope_kernel<<<static_cast<unsigned>(T), 32 * kRopeWarps, 0, stream_>>>(
+  const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((nh + nkv + kRopeWarps - 1) / kRopeWarps));
+  qk_norm_rope_kernel<<<grid, 32 * kRopeWarps, 0, stream_>>>(
       qkv.ptr<bf16>(), q_norm.ptr<bf16>(), k_norm.ptr<bf16>(), batch.positions.ptr<int32_t>(), eps, nh, nkv, hd, freqs);
   check_launch("qk_norm_rope_kernel");
 }
