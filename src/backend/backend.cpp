@@ -84,13 +84,15 @@ DecodeState Backend::alloc_decode_state(int num_slots, int block_length, int voc
   st.seen_words = (vocab + 31) / 32;
   // Each part starts on a 16-byte boundary, as its own allocation would.
   const int64_t stride = (int64_t{num_slots} * block_length + 3) / 4 * 4;
-  st.block_region = alloc_tensor(st.storage, DType::I32, {4 * stride + num_slots});
+  const int64_t masks_stride = (int64_t{num_slots} + 3) / 4 * 4;
+  st.block_region = alloc_tensor(st.storage, DType::I32, {5 * stride + masks_stride});
   int32_t* region = st.block_region.ptr<int32_t>();
   st.tokens = Tensor(region, DType::I32, {num_slots, block_length});
   st.trajectory = Tensor(region + stride, DType::I32, {num_slots, block_length});
   st.logprobs = Tensor(region + 2 * stride, DType::F32, {num_slots, block_length});
   st.entropies = Tensor(region + 3 * stride, DType::F32, {num_slots, block_length});
   st.masks_left = Tensor(region + 4 * stride, DType::I32, {num_slots});
+  st.saved_tokens = Tensor(region + 4 * stride + masks_stride, DType::I32, {num_slots, block_length});
   static_assert(sizeof(SlotParams) % 4 == 0);
   st.params = alloc_tensor(st.storage, DType::I32, {num_slots, static_cast<int64_t>(sizeof(SlotParams) / 4)});
   st.seen = alloc_tensor(st.storage, DType::I32, {num_slots, st.seen_words});

@@ -102,9 +102,10 @@ struct StepRow {
   int32_t is_last = 0;      // last allowed step: commit every remaining mask
 };
 
-// Block state of every slot. A slot holds one running sequence's current block. tokens,
-// trajectory, logprobs, entropies and masks_left lie back to back in `block_region`, so the engine
-// moves the whole block state between host and backend in one copy.
+// Block state of every slot. A slot holds one running sequence's current block (and its previous
+// one, until that block's K/V is saved). tokens, trajectory, logprobs, entropies, masks_left and
+// saved_tokens lie back to back in `block_region`, so the engine moves the whole block state
+// between host and backend in one copy.
 struct DecodeState {
   int num_slots = 0;
   int block_length = 0;
@@ -115,7 +116,8 @@ struct DecodeState {
   Tensor logprobs;     // f32 [slots, B]
   Tensor entropies;    // f32 [slots, B]
   Tensor masks_left;   // i32 [slots]
-  Tensor block_region;  // i32: the five tensors above, as raw words (each part 16-byte aligned)
+  Tensor saved_tokens; // i32 [slots, B]: the slot's previous block, whose K/V a forward may still write
+  Tensor block_region;  // i32: the six tensors above, as raw words (each part 16-byte aligned)
   Tensor params;       // SlotParams [slots], stored as bytes
   Tensor seen;         // u32 [slots, seen_words]: ids in prompt ∪ committed completion
   std::vector<Buffer> storage;
@@ -192,8 +194,9 @@ class Backend {
     work();
   }
 
-  // Decode ops. ids[i*B + j] = tokens[slots[i], j].
-  virtual void gather_block_tokens(const DecodeState& st, const Tensor& slots, Tensor& ids) = 0;
+  // Decode ops. ids[i*B + j] = blocks[slots[i], j]; blocks is i32 [slots, B] (a decode state's
+  // tokens or saved_tokens).
+  virtual void gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) = 0;
   // Samples every masked position of each row's block from its logits rows, applies the slot's
   // strategy and commits the selected positions (docs/decoding.md §3-4). rows: StepRow [n] bytes.
   virtual void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) = 0;

@@ -46,8 +46,8 @@ class ProfilingBackend final : public Backend {
   void moe(const Tensor& x, const MoeWeights& w, Tensor& out) override {
     timed("moe", [&] { inner_->moe(x, w, out); });
   }
-  void gather_block_tokens(const DecodeState& st, const Tensor& slots, Tensor& ids) override {
-    timed("gather_block_tokens", [&] { inner_->gather_block_tokens(st, slots, ids); });
+  void gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) override {
+    timed("gather_block_tokens", [&] { inner_->gather_block_tokens(blocks, slots, ids); });
   }
   void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) override {
     timed("denoise_step", [&] { inner_->denoise_step(logits, rows, num_rows, st); });

@@ -48,7 +48,9 @@ struct Engine::Impl {
   void run(std::vector<Sequence>& seqs, int max_active, const OutputFn& on_output, const ProgressFn& progress);
   void start_block(Sequence& seq, std::vector<int32_t> tokens);
   void step(std::vector<Sequence*>& finished);
-  bool commit(Sequence& seq);  // true when the sequence finished
+  // Appends the block the sequence just finished; true when that finished the sequence, else
+  // the next block is started (its previous one saved by the next forward).
+  bool commit(Sequence& seq, const BlockRecord& block);
   GenerationOutput make_output(const Sequence& seq) const;
 };
 
@@ -219,7 +221,8 @@ void Engine::Impl::step(std::vector<Sequence*>& finished) {
   std::vector<Sequence*> to_prefill, denoising, saving;
   for (Sequence* seq : scheduler->running()) {
     if (seq->needs_prefill) to_prefill.push_back(seq);
-    (seq->status == SeqStatus::Saving ? saving : denoising).push_back(seq);
+    denoising.push_back(seq);
+    if (seq->save_pending) saving.push_back(seq);
   }
   runner->prefill(to_prefill);
   for (Sequence* seq : to_prefill) {
@@ -229,6 +232,7 @@ void Engine::Impl::step(std::vector<Sequence*>& finished) {
   if (denoising.empty() && saving.empty()) return;
 
   std::vector<int32_t> masks_left = runner->denoise(denoising, saving);
+  for (Sequence* seq : saving) seq->save_pending = false;
   for (size_t i = 0; i < denoising.size(); ++i) {
     Sequence& seq = *denoising[i];
     ++seq.step_in_block;
@@ -236,22 +240,14 @@ void Engine::Impl::step(std::vector<Sequence*>& finished) {
     ++seq.num_forwards;
     JET_ASSERT(masks_left[i] == 0 || seq.step_in_block < seq.request.denoising_steps,
                "the last step must commit every mask");
-    if (masks_left[i] == 0) {
-      seq.status = SeqStatus::Saving;
-      seq.finished_block = runner->read_block(seq.slot);
-    }
-  }
-  for (Sequence* seq : saving) {
-    ++seq->num_forwards;
-    if (commit(*seq)) {
-      scheduler->finish(seq);
-      finished.push_back(seq);
+    if (masks_left[i] == 0 && commit(seq, runner->read_block(seq.slot))) {
+      scheduler->finish(&seq);
+      finished.push_back(&seq);
     }
   }
 }
 
-bool Engine::Impl::commit(Sequence& seq) {
-  const BlockRecord& block = seq.finished_block;
+bool Engine::Impl::commit(Sequence& seq, const BlockRecord& block) {
   const int P = seq.prompt_len();
   const Request& req = seq.request;
   std::vector<int32_t> new_tokens;
@@ -279,12 +275,13 @@ bool Engine::Impl::commit(Sequence& seq) {
   } else if (seq.block_start + block_length > options.max_model_len) {
     seq.finish_reason = "length";
   }
-  if (!seq.finish_reason.empty()) {
+  if (!seq.finish_reason.empty()) {  // its last block is never saved: no later query attends it
     seq.status = SeqStatus::Finished;
     return true;
   }
   if (req.slot.repetition_penalty != 1.0f) backend->mark_seen(runner->state(), seq.slot, new_tokens);
   start_block(seq, {});
+  seq.save_pending = true;
   return false;
 }
 

@@ -28,7 +28,9 @@ const int32_t* ModelRunner::host_part(const Tensor& part) const {
 void ModelRunner::start_block(int slot, const std::vector<int32_t>& tokens, int32_t mask_id) {
   const int B = block_length_;
   JET_ASSERT(slot >= 0 && slot < state_.num_slots && static_cast<int>(tokens.size()) == B);
-  std::copy(tokens.begin(), tokens.end(), host_part(state_.tokens) + slot * B);
+  int32_t* current = host_part(state_.tokens) + slot * B;
+  std::copy_n(current, B, host_part(state_.saved_tokens) + slot * B);
+  std::copy(tokens.begin(), tokens.end(), current);
   // Zero words are 0 and 0.0f alike.
   for (const Tensor* part : {&state_.trajectory, &state_.logprobs, &state_.entropies}) {
     std::fill_n(host_part(*part) + slot * B, B, 0);
@@ -80,10 +82,16 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
   ForwardBatch batch;
   BatchLayout& layout = batch.host;
   layout = empty_layout(all);
-  std::vector<int32_t> slots;
-  for (const Sequence* s : all) {
+  // Denoising blocks first (their rows get logits), then saved blocks: separate entries of the
+  // layout, and the attention writes every entry's K/V before any query reads the cache.
+  std::vector<int32_t> denoise_slots, save_slots;
+  for (const Sequence* s : denoising) {
     fill_layout(layout, *s, s->block_start, B);
-    slots.push_back(s->slot);
+    denoise_slots.push_back(s->slot);
+  }
+  for (const Sequence* s : saving) {
+    fill_layout(layout, *s, s->block_start - B, B);
+    save_slots.push_back(s->slot);
   }
   const int num_rows = static_cast<int>(denoising.size());
   std::vector<StepRow> rows;
@@ -100,7 +108,8 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
   std::vector<int32_t> row_words(rows.size() * sizeof(StepRow) / 4);
   std::copy_n(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(StepRow),
               reinterpret_cast<char*>(row_words.data()));
-  const std::vector<Tensor> extras = backend_.upload_batch(batch, layout_arena_, {&slots, &row_words});
+  const std::vector<Tensor> extras =
+      backend_.upload_batch(batch, layout_arena_, {&denoise_slots, &save_slots, &row_words});
   if (host_state_newer_) {
     backend_.upload(state_.block_region.data, host_state_.data(), state_.block_region.nbytes());
     host_state_newer_ = false;
@@ -111,9 +120,12 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
     logits = backend_.grow_view(logits_buffer_, DType::F32, {int64_t{num_rows} * B, model_.config().vocab});
   }
   auto forward_and_step = [&] {
-    backend_.gather_block_tokens(state_, extras[0], ids);
+    const int64_t denoise_ids = int64_t{num_rows} * B;
+    Tensor ids_denoise = ids.rows(0, denoise_ids), ids_save = ids.rows(denoise_ids, layout.num_tokens);
+    backend_.gather_block_tokens(state_.tokens, extras[0], ids_denoise);
+    backend_.gather_block_tokens(state_.saved_tokens, extras[1], ids_save);
     model_.forward(batch, ids, kv_, num_rows > 0 ? &logits : nullptr);
-    if (num_rows > 0) backend_.denoise_step(logits, extras[1], num_rows, state_);
+    if (num_rows > 0) backend_.denoise_step(logits, extras[2], num_rows, state_);
   };
   // Everything the work reads sits at addresses fixed by these sizes (the layout arena's
   // offsets, ids, logits, the model's scratch), and the attention launch depends on no more.

@@ -23,14 +23,17 @@ class ModelRunner {
   Backend& backend() { return backend_; }
   DecodeState& state() { return state_; }
 
-  // Starts a block in `slot`: its B tokens (mask ids where masked); records zeroed.
+  // Starts a block in `slot`: its B tokens (mask ids where masked); records zeroed. The block the
+  // slot held becomes its saved block (the tokens a later forward writes the K/V of).
   void start_block(int slot, const std::vector<int32_t>& tokens, int32_t mask_id);
 
   // Writes the K/V of each sequence's prompt positions [num_cached, num_prefill).
   void prefill(const std::vector<Sequence*>& seqs);
-  // One forward over the current blocks: `denoising` sequences (first) get a sampling +
-  // remasking step, `saving` ones write their finished block's K/V. Returns, per denoising
-  // sequence, the masks left in its block.
+  // One forward: `denoising` sequences' current blocks get a sampling + remasking step, and
+  // `saving` sequences' previous blocks (committed, at block_start - B) write their final K/V.
+  // A sequence may be in both: its finished block is saved in the same forward as its next
+  // block's first denoising step, which attends it (docs/decoding.md §1). Returns, per
+  // denoising sequence, the masks left in its block.
   std::vector<int32_t> denoise(const std::vector<Sequence*>& denoising, const std::vector<Sequence*>& saving);
   // The records of the block in `slot`, as of the last denoise step.
   BlockRecord read_block(int slot) const;

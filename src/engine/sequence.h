@@ -18,7 +18,6 @@ struct BlockRecord {
 enum class SeqStatus {
   Waiting,    // queued, holds no slot or pages
   Denoising,  // its current block still has masks
-  Saving,     // block finished; the next forward writes its final K/V, then it is committed
   Finished,
 };
 
@@ -38,7 +37,9 @@ struct Sequence {
   int step_in_block = 0;  // denoise steps done on the current block
   int global_step = 0;    // denoise steps done in total (trajectory base)
   int num_forwards = 0;
-  BlockRecord finished_block;  // read back when the block's last mask went (status Saving)
+  // The previous block is committed but its K/V not yet written: the next forward saves it
+  // (together with the current block's first denoising step).
+  bool save_pending = false;
 
   // Committed completion (positions >= prompt length) and its per-token records.
   std::vector<int32_t> completion;
@@ -54,6 +55,7 @@ struct Sequence {
   void reset_progress() {
     status = SeqStatus::Waiting;
     needs_prefill = false;
+    save_pending = false;
     slot = -1;
     pages.clear();
     num_cached = 0;

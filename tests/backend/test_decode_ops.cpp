@@ -62,9 +62,9 @@ TEST_F(DecodeOps, GatherBlockTokensFollowsTheSlotList) {
   start(0, greedy(Strategy::Sequential), {1, 2, 3, 4});
   start(2, greedy(Strategy::Sequential), {5, 6, 7, 0});
   Tensor ids = tf.i32({2 * kB}, Ints(2 * kB, -1));
-  backend->gather_block_tokens(st, tf.i32({2}, {2, 0}), ids);
+  backend->gather_block_tokens(st.tokens, tf.i32({2}, {2, 0}), ids);
   EXPECT_EQ(tf.read<int32_t>(ids), (Ints{5, 6, 7, 0, 1, 2, 3, 4}));
-  EXPECT_THROW(backend->gather_block_tokens(st, tf.i32({2}, {2, 3}), ids), Error);
+  EXPECT_THROW(backend->gather_block_tokens(st.tokens, tf.i32({2}, {2, 3}), ids), Error);
 }
 
 TEST_F(DecodeOps, DenoiseStepCommitsPerRowStrategy) {

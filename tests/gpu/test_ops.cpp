@@ -180,13 +180,13 @@ void test_gather_block_tokens(Report& report, Twins& tw, std::mt19937& rng) {
     const std::vector<int32_t> rows = {3, 0, 4, 2};
     Twin slot_t = tw.ints({4}, rows);
     Twin ids = tw.ints({4 * B}, std::vector<int32_t>(4 * B, -7));
-    tw.cpu().gather_block_tokens(st_cpu, slot_t.cpu, ids.cpu);
-    tw.cuda().gather_block_tokens(st_cuda, slot_t.cuda, ids.cuda);
+    tw.cpu().gather_block_tokens(st_cpu.tokens, slot_t.cpu, ids.cpu);
+    tw.cuda().gather_block_tokens(st_cuda.tokens, slot_t.cuda, ids.cuda);
     report.check(tw.cuda_ints(ids.cuda) == tw.cpu_ints(ids.cpu), "gather_block_tokens matches the CPU");
 
     Twin bad_slots = tw.ints({2}, {slots, 1});
     Twin bad_ids = tw.ints({2 * B}, std::vector<int32_t>(2 * B, -7));
-    tw.cuda().gather_block_tokens(st_cuda, bad_slots.cuda, bad_ids.cuda);
+    tw.cuda().gather_block_tokens(st_cuda.tokens, bad_slots.cuda, bad_ids.cuda);
     const std::vector<int32_t> got = tw.cuda_ints(bad_ids.cuda), tokens = tw.cuda_ints(st_cuda.tokens);
     std::vector<int32_t> expected(B, -1);
     expected.insert(expected.end(), tokens.begin() + B, tokens.begin() + 2 * B);

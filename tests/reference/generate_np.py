@@ -10,7 +10,8 @@ FILE.jsonl: one prompt per line, a JSON list of token ids or an object with "tok
 Prints one JSON object per prompt, in order.
 
 Every denoise step recomputes the whole sequence (model_np explains why that equals the cached
-decode), so the save forward changes nothing here; it is only counted in num_forwards.
+decode), so the save pass changes nothing here; and it rides in the next block's first denoise
+forward (docs/decoding.md §1), so num_forwards counts the prefill and the denoise steps only.
 """
 
 import argparse
@@ -115,7 +116,6 @@ def _denoise_block(model, seq, block, is_masked, p, mask_token_id):
 
 def _commit_and_check_stop(seq, block, records, p, stop_ids, max_model_len):
     """Appends the finished block, then applies §5's stop rules in their order."""
-    seq.num_forwards += 1  # the save forward
     block_start = len(seq.committed)
     seq.committed += block
     completion_start = len(seq.completion)

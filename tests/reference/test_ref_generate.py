@@ -24,7 +24,7 @@ def test_sequential_trajectory_counts_global_steps_across_blocks(tiny_models):
     out = decode(tiny_models["sdar"], remasking_strategy="sequential", max_tokens=11)
     # First block: 3 masks, one per step, then it stops early; next blocks: 4 steps each.
     assert out["trajectory"] == list(range(1, 12))
-    assert out["num_forwards"] == 1 + 11 + 3  # prefill + denoise steps + save forwards
+    assert out["num_forwards"] == 1 + 11  # prefill + denoise steps (saves ride in denoise forwards)
     assert out["prompt_len"] == 5 and out["token_ids"][:5] == PROMPT
     assert out["token_ids"][5:] == out["completion_ids"]
     assert out["finish_reason"] == "length"
@@ -44,7 +44,7 @@ def test_forward_count_and_trajectory_range(tiny_models, arch, strategy, steps):
                  remasking_strategy=strategy, denoising_steps=steps)
     steps_taken = max(out["trajectory"])
     assert sorted(set(out["trajectory"])) == list(range(1, steps_taken + 1))  # >= 1 per step
-    assert out["num_forwards"] == 1 + steps_taken + 3
+    assert out["num_forwards"] == 1 + steps_taken
     for block in range(3):
         block_steps = out["trajectory"][4 * block:4 * block + 4]
         assert max(block_steps) - min(block_steps) < steps  # at most S steps per block
@@ -68,19 +68,19 @@ def test_dynamic_strategies_at_their_extremes(tiny_models, strategy):
                    remasking_strategy=strategy, **LOOSE[strategy])
     # The whole block in its first step: one denoise forward per block.
     assert loose["trajectory"] == [1] * 4 + [2] * 4 + [3] * 4
-    assert loose["num_forwards"] == 1 + 3 + 3
+    assert loose["num_forwards"] == 1 + 3
     tight = decode(model, prompt=EIGHT_TOKEN_PROMPT, max_tokens=12,
                    remasking_strategy=strategy, **TIGHT[strategy])
     # One position per step (the schedule's n = 1, or "at least 1"): four steps per block.
     assert sorted(tight["trajectory"]) == list(range(1, 13))
-    assert tight["num_forwards"] == 1 + 12 + 3
+    assert tight["num_forwards"] == 1 + 12
 
 
 def test_no_prefill_forward_when_the_prompt_is_shorter_than_a_block(tiny_models):
     out = decode(tiny_models["llada"], prompt=[3, 8], max_tokens=6,
                  remasking_strategy="sequential")
     assert out["trajectory"] == [1, 2, 3, 4, 5, 6]
-    assert out["num_forwards"] == 6 + 2  # no prefill part: denoise steps + 2 saves
+    assert out["num_forwards"] == 6  # no prefill part: the denoise steps only
 
 
 @pytest.mark.parametrize("max_tokens", [1, 3, 5, 8, 10])

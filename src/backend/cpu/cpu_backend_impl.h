@@ -35,7 +35,7 @@ class CpuBackend final : public Backend {
   void swiglu(const Tensor& gate_up, Tensor& out) override;
   void moe(const Tensor& x, const MoeWeights& w, Tensor& out) override;
 
-  void gather_block_tokens(const DecodeState& st, const Tensor& slots, Tensor& ids) override;
+  void gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) override;
   void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) override;
 };
 

@@ -11,16 +11,17 @@
 
 namespace jet::cpu {
 
-void CpuBackend::gather_block_tokens(const DecodeState& st, const Tensor& slots, Tensor& ids) {
-  const int B = st.block_length;
+void CpuBackend::gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) {
+  check_tensor(blocks, "gather_block_tokens", "blocks", DType::I32, {-1, -1});
+  const int64_t num_slots = blocks.dim(0), B = blocks.dim(1);
   check_tensor(slots, "gather_block_tokens", "slots", DType::I32, {-1});
   const int64_t n = slots.dim(0);
   check_tensor(ids, "gather_block_tokens", "ids", DType::I32, {n * B});
   const int32_t* slot = slots.ptr<int32_t>();
   for (int64_t i = 0; i < n; ++i) {
-    JET_CHECK(slot[i] >= 0 && slot[i] < st.num_slots, "gather_block_tokens: slot ", slot[i], " at row ", i,
-              " is outside [0, ", st.num_slots, ")");
-    std::memcpy(ids.ptr<int32_t>() + i * B, st.tokens.ptr<int32_t>() + int64_t{slot[i]} * B, B * sizeof(int32_t));
+    JET_CHECK(slot[i] >= 0 && slot[i] < num_slots, "gather_block_tokens: slot ", slot[i], " at row ", i,
+              " is outside [0, ", num_slots, ")");
+    std::memcpy(ids.ptr<int32_t>() + i * B, blocks.ptr<int32_t>() + slot[i] * B, B * sizeof(int32_t));
   }
 }
 

@@ -46,7 +46,7 @@ class CudaBackend final : public Backend {
                  int nh, int nkv, int hd, Tensor& out) override;                            // attention.cu
   void swiglu(const Tensor& gate_up, Tensor& out) override;                                // elementwise.cu
   void moe(const Tensor& x, const MoeWeights& w, Tensor& out) override;                    // moe.cu
-  void gather_block_tokens(const DecodeState& st, const Tensor& slots, Tensor& ids) override;  // elementwise.cu
+  void gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) override;  // elementwise.cu
   void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) override;  // decode.cu
   void run_recorded(const std::string& key, const std::function<void()>& work) override;           // graphs.cu
 
