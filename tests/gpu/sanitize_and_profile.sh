@@ -45,10 +45,11 @@ long=(--model "$model" --device cuda --batches 32 --prompt-len 2048 --max-tokens
 step long_context 150 "$build/bench/throughput" "${long[@]}"
 step long_context_profile 200 "$build/bench/throughput" "${long[@]}" --profile
 # Skips the 36 prefill launches of the warm-up and a few denoise ones; ncu replays each profiled
-# kernel, so only 3 are taken.
+# kernel, so only 3 are taken. A small KV cache leaves ncu room to save and restore device memory
+# for its replays (with the default budget, the cache takes ~120 GB and ncu failed to profile).
 step ncu_attention 150 ncu --clock-control none -k regex:attention_kernel -s 40 -c 3 --section SpeedOfLight \
   --section LaunchStats --section Occupancy "$build/bench/throughput" --model "$model" --device cuda --batches 32 \
-  --prompt-len 2048 --max-tokens 8 --enforce-eager
+  --prompt-len 2048 --max-tokens 8 --enforce-eager --kv-cache-mb 16384
 grep -E 'attention_kernel|DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Grid Size' \
   "$logs/ncu_attention.log" | head -n 24
 exit $status
