@@ -218,6 +218,7 @@ void Engine::Impl::step(std::vector<Sequence*>& finished) {
   }
   num_preemptions += scheduler->take_preempted().size();
 
+  // Every running sequence denoises its current block; those that just finished one also save it.
   std::vector<Sequence*> to_prefill, denoising, saving;
   for (Sequence* seq : scheduler->running()) {
     if (seq->needs_prefill) to_prefill.push_back(seq);
@@ -229,7 +230,7 @@ void Engine::Impl::step(std::vector<Sequence*>& finished) {
     seq->needs_prefill = false;
     scheduler->publish_prompt(*seq);
   }
-  if (denoising.empty() && saving.empty()) return;
+  if (denoising.empty()) return;
 
   std::vector<int32_t> masks_left = runner->denoise(denoising, saving);
   for (Sequence* seq : saving) seq->save_pending = false;
