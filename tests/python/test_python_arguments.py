@@ -49,6 +49,12 @@ def test_config_reaches_the_engine(model):
     assert llm.summary.mask_token_id != LLM(model, **ENGINE).summary.mask_token_id  # the default is the model's
 
 
+def test_enforce_eager_reaches_the_engine_options(model):
+    # On the CPU it changes nothing; on CUDA it turns the graphs of the denoise forward off.
+    assert Config(model, enforce_eager=True).engine_options().enforce_eager is True
+    assert Config(model).engine_options().enforce_eager is False
+
+
 def test_sampling_params_map_onto_the_engine():
     p = SamplingParams(temperature=0.5, topk=7, topp=0.8, stop_words=[3, 4], seed=2**64 - 1).to_engine()
     assert (p.temperature, p.top_k, p.top_p, p.seed, p.block_length) == (0.5, 7, pytest.approx(0.8), 2**64 - 1, 0)
