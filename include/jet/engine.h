@@ -63,7 +63,7 @@ struct GenerationOutput {
   std::vector<int32_t> completion_ids;
   std::string completion_text;       // special tokens skipped
   std::string finish_reason;         // "stop" or "length"
-  int num_forwards = 0;              // prefill + denoise + save forwards of this sequence
+  int num_forwards = 0;              // prefill + denoise forwards of this sequence (saves ride in them)
   int prompt_len = 0;
 };
 

@@ -1,5 +1,6 @@
 // Engine: loads model + tokenizer, validates requests, and runs the decode loop (one
-// implementation for every backend): schedule -> prefill -> denoise/save forward -> commit.
+// implementation for every backend): schedule -> prefill -> denoise forward (which also saves
+// the blocks finished in the step before) -> commit.
 #include "jet/engine.h"
 
 #include <algorithm>

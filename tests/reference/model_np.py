@@ -11,7 +11,7 @@ give every position x a segment seg(x) and let query p attend key q iff seg(q) <
     prefill), then one segment per block: seg(x) = 1 + floor((x - num_prefill) / B).
 The engine writes the K/V of segment s exactly once for good: the prefill forward (segment 0 of
 LLaDA, segments 0..num_prefill/B - 1 of SDAR, each block of which sees the earlier ones and
-itself) or the save forward of a committed block, which sees all committed K/V (segments < s)
+itself) or the save pass of a committed block, which sees all committed K/V (segments < s)
 plus the block itself. By induction over s, every cached K/V equals the K/V that this full
 forward computes for the same tokens: both depend only on the tokens of segments <= s through
 the same attention pattern. A denoise forward of the current block (the highest segment) sees
