@@ -54,6 +54,8 @@ Engine
   --kv-page-size N          tokens per KV-cache page, a multiple of B (default 256)
   --kv-cache-mb N           KV-cache memory budget in MiB (default: the backend's)
   --kv-pages N              exact number of KV-cache pages (overrides --kv-cache-mb)
+  --gpu-memory-utilization X
+                            CUDA: share of the GPU's memory to fill, KV cache included (default 0.9)
   --mask-token-id ID        override the model's mask token
   --threads N               CPU threads (default: all cores)
   --no-prefix-caching       do not share KV pages of identical prompt prefixes
@@ -127,6 +129,7 @@ EngineOptions read_engine_options(const ArgParser& args) {
   o.kvcache_page_size = static_cast<int>(args.get_int("--kv-page-size", o.kvcache_page_size));
   o.kv_cache_memory_bytes = args.get_int("--kv-cache-mb", 0) << 20;
   o.num_kvcache_pages = args.get_int("--kv-pages", o.num_kvcache_pages);
+  o.gpu_memory_utilization = args.get_double("--gpu-memory-utilization", o.gpu_memory_utilization);
   o.mask_token_id = static_cast<int32_t>(args.get_int("--mask-token-id", o.mask_token_id));
   o.num_threads = static_cast<int>(args.get_int("--threads", o.num_threads));
   o.enable_prefix_caching = !args.has("--no-prefix-caching");
@@ -155,7 +158,7 @@ int cmd_generate(const Args& raw) {
                   "--repetition-penalty", "--max-tokens", "--block-length", "--denoising-steps", "--strategy",
                   "--dynamic-threshold", "--dynamic-factor", "--eb-threshold", "--seed", "--stop-token-ids",
                   "--device", "--max-num-seqs", "--max-model-len", "--kv-page-size", "--kv-cache-mb", "--kv-pages",
-                  "--mask-token-id", "--threads"},
+                  "--gpu-memory-utilization", "--mask-token-id", "--threads"},
                  {"--chat", "--json", "--ignore-eos", "--no-prefix-caching", "--enforce-eager", "--help"});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);

@@ -27,6 +27,9 @@ struct EngineOptions {
   int kvcache_page_size = 256;    // tokens per KV-cache page; a multiple of block_length
   int64_t num_kvcache_pages = -1; // -1: as many as kv_cache_memory_bytes allows
   int64_t kv_cache_memory_bytes = 0;  // 0: the backend's default budget
+  // CUDA: share of the device's memory the engine may fill (the KV cache gets what the weights and
+  // whatever else runs there leave of it, less 1 GiB); used when kv_cache_memory_bytes is 0.
+  double gpu_memory_utilization = 0.9;
   bool enable_prefix_caching = true;  // share KV pages of identical prompt prefixes (SDAR only)
   int num_threads = 0;            // CPU threads; 0 = all cores
   bool profile_ops = false;       // time every backend op (slower; see Engine::op_seconds)

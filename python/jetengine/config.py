@@ -25,7 +25,9 @@ class Config:
     max_num_seqs: sequences decoded together at most.
     max_model_len: prompt + completion tokens of one sequence at most (clamped to the model's
         max_position_embeddings).
-    gpu_memory_utilization: no effect; the KV cache is sized by kv_cache_memory_bytes.
+    gpu_memory_utilization: CUDA: the share of the GPU's memory the engine may fill; the KV cache
+        gets what the weights and other users of the GPU leave of it, less 1 GiB (unless
+        kv_cache_memory_bytes or num_kvcache_blocks sizes it). No effect on the CPU.
     tensor_parallel_size: must be 1 (one device per engine).
     enforce_eager: CUDA: launch every op of every forward instead of replaying CUDA graphs of the
         denoise forward (slower; for debugging).
@@ -119,4 +121,5 @@ class Config:
         options.enable_prefix_caching = self.enable_prefix_caching
         options.num_threads = self.num_threads
         options.enforce_eager = self.enforce_eager
+        options.gpu_memory_utilization = self.gpu_memory_utilization
         return options

@@ -27,7 +27,8 @@ void bind_options(py::module_& m) {
       .def_readwrite("enable_prefix_caching", &jet::EngineOptions::enable_prefix_caching)
       .def_readwrite("num_threads", &jet::EngineOptions::num_threads)
       .def_readwrite("profile_ops", &jet::EngineOptions::profile_ops)
-      .def_readwrite("enforce_eager", &jet::EngineOptions::enforce_eager);
+      .def_readwrite("enforce_eager", &jet::EngineOptions::enforce_eager)
+      .def_readwrite("gpu_memory_utilization", &jet::EngineOptions::gpu_memory_utilization);
 
   py::class_<jet::SamplingParams>(m, "SamplingParams", "jet::SamplingParams (include/jet/engine.h)")
       .def(py::init<>())

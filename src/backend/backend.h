@@ -138,8 +138,9 @@ class Backend {
   virtual void upload(void* dst, const void* src, size_t bytes) = 0;
   virtual void download(void* dst, const void* src, size_t bytes) = 0;
   virtual void synchronize() = 0;
-  // Bytes the KV cache may use when the user gives no explicit budget.
-  virtual size_t default_kv_budget_bytes() const = 0;
+  // Bytes the KV cache may use when the user gives no explicit budget; memory_utilization is the
+  // share of the device's memory the engine may fill (backends with a device of their own).
+  virtual size_t default_kv_budget_bytes(double memory_utilization) const = 0;
 
   // Allocates a tensor of compute_dtype (or the given dtype) with its own buffer, kept in `owner`.
   Tensor alloc_tensor(std::vector<Buffer>& owner, DType dtype, std::initializer_list<int64_t> dims);

@@ -18,7 +18,9 @@ class ProfilingBackend final : public Backend {
   void upload(void* dst, const void* src, size_t bytes) override { inner_->upload(dst, src, bytes); }
   void download(void* dst, const void* src, size_t bytes) override { inner_->download(dst, src, bytes); }
   void synchronize() override { inner_->synchronize(); }
-  size_t default_kv_budget_bytes() const override { return inner_->default_kv_budget_bytes(); }
+  size_t default_kv_budget_bytes(double memory_utilization) const override {
+    return inner_->default_kv_budget_bytes(memory_utilization);
+  }
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override {
     timed("embedding", [&] { inner_->embedding(ids, table, out); });

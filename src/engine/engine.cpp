@@ -59,6 +59,8 @@ Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts
   JET_CHECK(options.max_num_seqs >= 1, "max_num_seqs must be >= 1, got ", options.max_num_seqs);
   JET_CHECK(options.max_model_len >= 1, "max_model_len must be >= 1, got ", options.max_model_len);
   JET_CHECK(options.kvcache_page_size >= 1, "kvcache_page_size must be >= 1, got ", options.kvcache_page_size);
+  JET_CHECK(options.gpu_memory_utilization > 0 && options.gpu_memory_utilization <= 1,
+            "gpu_memory_utilization must be in (0, 1], got ", options.gpu_memory_utilization);
   backend = make_backend(options.device, options.num_threads);
   if (options.profile_ops) backend = make_profiling_backend(std::move(backend), op_profile);
   model = load_model(options.model, *backend);
@@ -115,14 +117,15 @@ void Engine::Impl::build_cache() {
                                 dtype_size(backend->compute_dtype());
   int64_t pages = options.num_kvcache_pages;
   if (pages <= 0) {
-    const size_t budget =
-        options.kv_cache_memory_bytes > 0 ? size_t(options.kv_cache_memory_bytes) : backend->default_kv_budget_bytes();
+    const size_t budget = options.kv_cache_memory_bytes > 0
+                              ? size_t(options.kv_cache_memory_bytes)
+                              : backend->default_kv_budget_bytes(options.gpu_memory_utilization);
     // Never more than every slot at full length needs.
     const int64_t useful = int64_t{options.max_num_seqs} * ((options.max_model_len + page_size - 1) / page_size);
     pages = std::min<int64_t>(static_cast<int64_t>(budget / bytes_per_page), useful);
   }
   JET_CHECK(pages >= 1, "the KV-cache budget holds no page of ", bytes_per_page,
-            " bytes; raise kv_cache_memory_bytes or lower kvcache_page_size");
+            " bytes; raise kv_cache_memory_bytes (or gpu_memory_utilization) or lower kvcache_page_size");
   // A profile times each op by synchronising after it, which a recorded forward would hide.
   runner = std::make_unique<ModelRunner>(*model, block_length, options.max_num_seqs, static_cast<int>(pages), page_size,
                                          !options.enforce_eager && !options.profile_ops);

@@ -79,6 +79,11 @@ TEST(EngineErrors, BadOptionsAreRejected) {
   opts.mask_token_id = 1 << 30;
   EXPECT_THROW(jet::Engine{opts}, jet::Error);
   opts.mask_token_id = -1;
+  for (double share : {0.0, -0.5, 1.5}) {
+    opts.gpu_memory_utilization = share;
+    EXPECT_THROW(jet::Engine{opts}, jet::Error) << share;
+  }
+  opts.gpu_memory_utilization = 0.9;
   opts.device = "tpu";
   EXPECT_THROW(jet::Engine{opts}, jet::Error);
   opts.device = "cpu";

@@ -49,10 +49,13 @@ def test_config_reaches_the_engine(model):
     assert llm.summary.mask_token_id != LLM(model, **ENGINE).summary.mask_token_id  # the default is the model's
 
 
-def test_enforce_eager_reaches_the_engine_options(model):
-    # On the CPU it changes nothing; on CUDA it turns the graphs of the denoise forward off.
-    assert Config(model, enforce_eager=True).engine_options().enforce_eager is True
-    assert Config(model).engine_options().enforce_eager is False
+def test_cuda_options_reach_the_engine_options(model):
+    # On the CPU they change nothing; on CUDA enforce_eager turns the graphs of the denoise forward
+    # off, and gpu_memory_utilization sizes the default KV cache.
+    options = Config(model, enforce_eager=True, gpu_memory_utilization=0.5).engine_options()
+    assert (options.enforce_eager, options.gpu_memory_utilization) == (True, 0.5)
+    options = Config(model).engine_options()
+    assert (options.enforce_eager, options.gpu_memory_utilization) == (False, pytest.approx(0.8))
 
 
 def test_sampling_params_map_onto_the_engine():

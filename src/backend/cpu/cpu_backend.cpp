@@ -54,8 +54,9 @@ void CpuBackend::download(void* dst, const void* src, size_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, bytes);
 }
 
-// A quarter of physical memory (the weights and activations need the rest), capped at 8 GiB.
-size_t CpuBackend::default_kv_budget_bytes() const {
+// A quarter of physical memory (the weights and activations need the rest), capped at 8 GiB. Host
+// memory is shared with everything else on the machine, so no utilisation share applies.
+size_t CpuBackend::default_kv_budget_bytes(double /*memory_utilization*/) const {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page_size <= 0) return size_t{1} << 30;  // unknown: a modest 1 GiB

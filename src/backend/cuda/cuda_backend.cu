@@ -13,9 +13,7 @@ namespace {
 
 // cuBLASLt's guidance for Hopper: 32 MiB lets every algorithm it may pick run.
 constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
-// Share of the free device memory the KV cache may take when the user sets no budget, and what
-// stays free beside it for activations, MoE scratch and CUDA graph pools.
-constexpr double kKvShareOfFree = 0.9;
+// What stays free beside the KV cache for activations, MoE scratch and CUDA graph pools.
 constexpr size_t kKvMargin = size_t{1} << 30;
 
 // Releases what the constructor made, in reverse order; errors are ignored (this runs from the
@@ -110,11 +108,15 @@ void CudaBackend::download(void* dst, const void* src, size_t bytes) {
 
 void CudaBackend::synchronize() { JET_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
-size_t CudaBackend::default_kv_budget_bytes() const {
+// The engine may fill memory_utilization of the device's memory: the cache gets that share less
+// what is in use already (the weights, our workspaces, other processes) and the margin.
+size_t CudaBackend::default_kv_budget_bytes(double memory_utilization) const {
   size_t free_bytes = 0, total_bytes = 0;
   JET_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  const auto share = static_cast<size_t>(static_cast<double>(free_bytes) * kKvShareOfFree);
-  return share > kKvMargin ? share - kKvMargin : 0;
+  const double allowed = static_cast<double>(total_bytes) * memory_utilization;
+  const double in_use = static_cast<double>(total_bytes - free_bytes);
+  const double budget = allowed - in_use - static_cast<double>(kKvMargin);
+  return budget > 0 ? static_cast<size_t>(budget) : 0;
 }
 
 }  // namespace cuda

@@ -34,7 +34,7 @@ class CudaBackend final : public Backend {
   void upload(void* dst, const void* src, size_t bytes) override;
   void download(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
-  size_t default_kv_budget_bytes() const override;
+  size_t default_kv_budget_bytes(double memory_utilization) const override;
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;            // elementwise.cu
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;                     // gemm.cu
