@@ -9,7 +9,7 @@
 // max_tokens 64-512 each (seeded), through generate_streaming with max_active in flight.
 // --kv-cache-mb caps the KV cache (default: the backend's budget, most of the free memory); a
 // profiler that saves and restores device memory (ncu's kernel replay) needs room beside it.
-// bench/run_cpu.sh and bench/run_gpu_mode1.sh make a model and run it.
+// bench/run_cpu.sh and bench/run_gpu.sh make a model and run it.
 #include <chrono>
 #include <cstdio>
 #include <random>

@@ -13,8 +13,8 @@ ModelRunner::ModelRunner(Model& model, int block_length, int num_slots, int num_
   const ModelConfig& c = model.config();
   kv_ = backend_.alloc_kv_cache(c.layers, num_pages, page_size, c.kv_heads, c.head_dim);
   state_ = backend_.alloc_decode_state(num_slots, block_length, c.vocab);
+  // Its contents reach the backend with the first forward, after the first block has started.
   host_state_.resize(state_.block_region.numel());
-  backend_.download(host_state_.data(), state_.block_region.data, state_.block_region.nbytes());
 }
 
 int32_t* ModelRunner::host_part(const Tensor& part) {

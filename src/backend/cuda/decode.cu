@@ -50,24 +50,6 @@ const FaultWord& fault_word() {
   return word;
 }
 
-// Throws the fault an earlier (finished) step recorded, and clears it.
-void throw_recorded_fault() {
-  const FaultWord& word = fault_word();
-  const uint64_t fault = *word.host;
-  if (fault == 0) return;
-  *word.host = 0;
-  const uint64_t row = (fault >> 32) & 0xFFFFFF;
-  const int32_t slot = static_cast<int32_t>(static_cast<uint32_t>(fault));
-  std::string problem;
-  switch (static_cast<RowFault>(fault >> 56)) {
-    case RowFault::SlotOutOfRange: problem = str("has slot ", slot, ", outside the decode state's slots"); break;
-    case RowFault::RepeatedSlot: problem = str("repeats slot ", slot, " of an earlier row"); break;
-    case RowFault::MaskIdOutOfRange: problem = str("has slot ", slot, ", whose mask id is outside the vocabulary"); break;
-    default: problem = str("has slot ", slot, ", whose strategy value is invalid"); break;
-  }
-  throw Error(str("denoise_step: row ", row, " of an earlier step ", problem, "; that row was skipped"));
-}
-
 struct StepArgs {
   const float* logits;  // [num_rows * B, V]
   const StepRow* rows;
@@ -205,10 +187,26 @@ std::string shape_string(const Tensor& t) {
 
 }  // namespace
 
-void throw_decode_fault() { throw_recorded_fault(); }
+// Throws the fault an earlier (finished) step recorded, and clears it (cuda_backend.h).
+void throw_decode_fault() {
+  const FaultWord& word = fault_word();
+  const uint64_t fault = *word.host;
+  if (fault == 0) return;
+  *word.host = 0;
+  const uint64_t row = (fault >> 32) & 0xFFFFFF;
+  const int32_t slot = static_cast<int32_t>(static_cast<uint32_t>(fault));
+  std::string problem;
+  switch (static_cast<RowFault>(fault >> 56)) {
+    case RowFault::SlotOutOfRange: problem = str("has slot ", slot, ", outside the decode state's slots"); break;
+    case RowFault::RepeatedSlot: problem = str("repeats slot ", slot, " of an earlier row"); break;
+    case RowFault::MaskIdOutOfRange: problem = str("has slot ", slot, ", whose mask id is outside the vocabulary"); break;
+    default: problem = str("has slot ", slot, ", whose strategy value is invalid"); break;
+  }
+  throw Error(str("denoise_step: row ", row, " of an earlier step ", problem, "; that row was skipped"));
+}
 
 void CudaBackend::denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) {
-  throw_recorded_fault();
+  throw_decode_fault();
   const int B = st.block_length, V = st.vocab;
   JET_CHECK(B >= 1 && B <= kMaxBlockLength, "denoise_step: block length ", B, " is outside [1, ", kMaxBlockLength,
             "], the CUDA backend's limit");

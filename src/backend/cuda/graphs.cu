@@ -21,6 +21,7 @@ constexpr size_t kMaxGraphs = 64;
 struct CudaBackend::GraphCache {
   struct Entry {
     int eager_runs = 0;
+    bool eager_only = false;  // its capture failed: it runs eagerly until the graphs are dropped
     cudaGraphExec_t exec = nullptr;
     std::list<std::string>::iterator lru;  // valid while exec is set
   };
@@ -62,7 +63,7 @@ void CudaBackend::run_recorded(const std::string& key, const std::function<void(
     JET_CUDA_CHECK(cudaGraphLaunch(entry.exec, stream_));
     return;
   }
-  if (entry.eager_runs++ == 0) {
+  if (entry.eager_only || entry.eager_runs++ == 0) {
     work();
     return;
   }
@@ -84,6 +85,7 @@ void CudaBackend::run_recorded(const std::string& key, const std::function<void(
     // so run it eagerly, and keep this key eager.
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();
+    entry.eager_only = true;
     work();
     return;
   }
