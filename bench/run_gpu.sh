@@ -2,7 +2,7 @@
 # The GPU benchmarks on a random model of SDAR-4B's shapes (36 layers, hidden 2560, 32 q / 8 kv
 # heads of 128, MLP 9728, Qwen3 vocabulary), B = S = 4, greedy, low_confidence_static:
 # Mode 1 (the original's bench_throughput): prompts of 64 random tokens, 128 completion tokens
-# each, batch 1/32/128/256; Mode 2 (streaming): 2,000 requests, prompts 50-600, max_tokens
+# each, batch 1/32/128/256/512; Mode 2 (streaming): 2,000 requests, prompts 50-600, max_tokens
 # 64-512, max_active 128.
 # The cuBLASLt GEMM floor of the same shapes: build/tests/gpu/test_gemm_speed (tests/gpu/run.sh).
 set -euo pipefail
@@ -11,5 +11,5 @@ build=${JET_BUILD_DIR:-build}
 model=$build/models/sdar-4b-random
 [ -f "$model/config.json" ] || python3 tools/make_tiny_model.py --arch sdar --vocab qwen3 --seed 0 --layers 36 \
   --hidden 2560 --heads 32 --kv-heads 8 --head-dim 128 --intermediate 9728 --out "$model"
-"$build"/bench/throughput --model "$model" --device cuda --batches 1,32,128,256 --prompt-len 64 --max-tokens 128 \
+"$build"/bench/throughput --model "$model" --device cuda --batches 1,32,128,256,512 --prompt-len 64 --max-tokens 128 \
   --mode2 2000 --max-active 128 "$@"

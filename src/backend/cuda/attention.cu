@@ -41,9 +41,6 @@ constexpr int kStages = 2;
 constexpr int kRowPad = 8;
 // Splitting the key range below this many keys per split costs more in merging than it gains.
 constexpr int kMinKeysPerSplit = 128;
-// Aim for this many CTAs per multiprocessor before splitting keys (a denoise CTA uses about 74 KB
-// of shared memory at head_dim 128, so about 3 fit).
-constexpr int kTargetCtasPerSm = 2;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Everything the kernels read, passed by value.
@@ -523,16 +520,22 @@ BatchShape validate_batch(const ForwardBatch& batch, int64_t T, int page_size, i
   return shape;
 }
 
+// Above 48 KB of dynamic shared memory a kernel must opt in, once per process (before launches
+// and before occupancy queries).
 template <int HD, int RowWarps>
-void launch_attention(const Params& p, int max_rows, int num_seqs, cudaStream_t stream) {
-  using Cfg = Config<HD, RowWarps>;
-  // Above 48 KB of dynamic shared memory a kernel must opt in, once per process.
+void opt_in_shared_memory() {
   static const bool opted_in = [] {
     JET_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<HD, RowWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(Cfg::kSmemBytes)));
+                                        static_cast<int>(Config<HD, RowWarps>::kSmemBytes)));
     return true;
   }();
   (void)opted_in;
+}
+
+template <int HD, int RowWarps>
+void launch_attention(const Params& p, int max_rows, int num_seqs, cudaStream_t stream) {
+  using Cfg = Config<HD, RowWarps>;
+  opt_in_shared_memory<HD, RowWarps>();
   const dim3 grid(p.nkv * p.num_splits, (max_rows + Cfg::kBlockRows - 1) / Cfg::kBlockRows, num_seqs);
   JET_CHECK(grid.y <= 65535, "attention: ", max_rows, " query rows in one sequence exceed the grid's limit");
   attention_kernel<HD, RowWarps><<<grid, kThreads, Cfg::kSmemBytes, stream>>>(p);
@@ -551,16 +554,52 @@ void launch_attention_for_rows(const Params& p, int row_warps, int max_rows, int
   }
 }
 
-// Splits of the key range: enough CTAs to fill the GPU, at least kMinKeysPerSplit keys each, and
-// no more partial results than the scratch space holds.
-int choose_splits(int64_t ctas, int64_t key_bound, int64_t partial_bytes_per_split, size_t scratch_bytes) {
+// CTAs of the kernel configuration one multiprocessor holds at once.
+template <int HD, int RowWarps>
+int resident_ctas_per_sm() {
+  static const int count = [] {
+    opt_in_shared_memory<HD, RowWarps>();
+    int n = 0;
+    JET_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_kernel<HD, RowWarps>, kThreads,
+                                                                 Config<HD, RowWarps>::kSmemBytes));
+    return std::max(n, 1);
+  }();
+  return count;
+}
+
+template <int HD>
+int resident_ctas_for_rows(int row_warps) {
+  return row_warps == 1 ? resident_ctas_per_sm<HD, 1>() : row_warps == 2 ? resident_ctas_per_sm<HD, 2>()
+                                                                         : resident_ctas_per_sm<HD, 4>();
+}
+
+// Splits of the key range. The CTAs run in waves of (multiprocessors x resident CTAs each); a
+// last wave that is mostly empty idles the GPU for a whole CTA time (256 CTAs on 396 slots take
+// two waves for 1.3 waves of work), so the count is chosen by how full the waves are: the fewest
+// splits within 10% of the best fill. Bounds: at least kMinKeysPerSplit keys per split, no more
+// partial results than the scratch space holds, and at most 4 waves' worth of CTAs.
+int choose_splits(int64_t ctas, int resident_per_sm, int64_t key_bound, int64_t partial_bytes_per_split,
+                  size_t scratch_bytes) {
   int device = 0, sms = 0;
   JET_CUDA_CHECK(cudaGetDevice(&device));
   JET_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int64_t wanted = (int64_t{kTargetCtasPerSm} * sms + ctas - 1) / std::max<int64_t>(ctas, 1);
+  ctas = std::max<int64_t>(ctas, 1);
+  const int64_t slots = int64_t{sms} * resident_per_sm;
+  const int64_t by_waves = (4 * slots + ctas - 1) / ctas;
   const int64_t by_keys = key_bound / kMinKeysPerSplit;
   const int64_t by_scratch = partial_bytes_per_split > 0 ? int64_t(scratch_bytes) / partial_bytes_per_split : 1;
-  return static_cast<int>(std::max<int64_t>(1, std::min({wanted, by_keys, by_scratch})));
+  const int64_t limit = std::max<int64_t>(1, std::min({by_waves, by_keys, by_scratch}));
+  // Share of the launched waves' slots that hold a CTA (below one wave, of the one wave).
+  auto fill = [&](int64_t splits) {
+    const int64_t total = ctas * splits;
+    return static_cast<double>(total) / static_cast<double>((total + slots - 1) / slots * slots);
+  };
+  double best = 0.0;
+  for (int64_t s = 1; s <= limit; ++s) best = std::max(best, fill(s));
+  for (int64_t s = 1; s <= limit; ++s) {
+    if (fill(s) >= 0.9 * best) return static_cast<int>(s);
+  }
+  return 1;
 }
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -617,8 +656,12 @@ void CudaBackend::attention(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache,
                             : row_warps == 2 ? shape.row_tiles_32
                                              : shape.row_tiles_64;
   const int64_t partial_bytes = T * nh * (int64_t{hd} * sizeof(float) + sizeof(float2));
-  p.num_splits =
-      choose_splits(row_tiles * nkv, int64_t{batch.host.max_pages} * page_size, partial_bytes, gemm_workspace_bytes());
+  const int resident = hd == 16   ? resident_ctas_for_rows<16>(row_warps)
+                       : hd == 32 ? resident_ctas_for_rows<32>(row_warps)
+                       : hd == 64 ? resident_ctas_for_rows<64>(row_warps)
+                                  : resident_ctas_for_rows<128>(row_warps);
+  p.num_splits = choose_splits(row_tiles * nkv, resident, int64_t{batch.host.max_pages} * page_size, partial_bytes,
+                               gemm_workspace_bytes());
   if (p.num_splits > 1) {
     // The cuBLASLt workspace is idle between GEMMs on this stream, so the partial results borrow it.
     p.partial_out = static_cast<float*>(gemm_workspace());

@@ -76,11 +76,14 @@ int norm_threads_for_packs(int64_t H) {
 }
 
 // Block (x, y) = token x, q/k heads [y * warps, (y + 1) * warps): one warp per head (v heads are
-// left as they are), so even a few tokens spread over many blocks. A lane owns the rotation pairs
-// (i, i + hd/2) for i ≡ lane (mod 32), in both the norm and the rotation pass. The token's
+// left as they are), so even a few tokens spread over many blocks. A lane owns P consecutive
+// rotation pairs (i, i + hd/2), i = P * lane + 64 * k, read once into registers as P-element
+// accesses (P = 2 when hd/2 is even) and used for both the norm and the rotation. The token's
 // rotation angles are the same for every head: computed once per block into shared memory.
+template <int P>
 __global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k_norm, const int32_t* positions,
                                     float eps, int nh, int nkv, int hd, RopeFrequencies freqs) {
+  constexpr int kMaxPerLane = kMaxRopeHalf / 32;  // pairs a lane holds at head_dim 512
   __shared__ float sin_of[kMaxRopeHalf], cos_of[kMaxRopeHalf];
   const int64_t t = blockIdx.x;
   const int lane = threadIdx.x % 32, half = hd / 2;
@@ -89,28 +92,42 @@ __global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k
   for (int i = threadIdx.x; i < half; i += blockDim.x) sincosf(position * freqs.inv_freq[i], &sin_of[i], &cos_of[i]);
   __syncthreads();
   const int h = blockIdx.y * (blockDim.x / 32) + threadIdx.x / 32;
-  if (h < nh + nkv) {
-    bf16* head = qkv + t * width + int64_t{h} * hd;
-    const bf16* norm = h < nh ? q_norm : k_norm;
-    float scale = 1.0f;
-    if (norm) {
-      float sum_squares = 0.0f;
-      for (int i = lane; i < hd; i += 32) {
-        const float v = __bfloat162float(head[i]);
-        sum_squares += v * v;
-      }
-      scale = 1.0f / sqrtf(warp_sum(sum_squares) / static_cast<float>(hd) + eps);
+  if (h >= nh + nkv) return;
+  bf16* head = qkv + t * width + int64_t{h} * hd;
+  const bf16* norm = h < nh ? q_norm : k_norm;
+  float x1[kMaxPerLane], x2[kMaxPerLane];
+  float sum_squares = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kMaxPerLane / P; ++k) {
+    const int i = P * lane + 32 * P * k;
+    if (i >= half) break;
+    const BfPack<P> a = load_pack<P>(head + i), b = load_pack<P>(head + i + half);
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      x1[P * k + j] = __bfloat162float(a.v[j]);
+      x2[P * k + j] = __bfloat162float(b.v[j]);
+      sum_squares += x1[P * k + j] * x1[P * k + j] + x2[P * k + j] * x2[P * k + j];
     }
-    for (int i = lane; i < half; i += 32) {
-      float x1 = __bfloat162float(head[i]) * scale, x2 = __bfloat162float(head[i + half]) * scale;
+  }
+  const float scale = norm ? 1.0f / sqrtf(warp_sum(sum_squares) / static_cast<float>(hd) + eps) : 1.0f;
+#pragma unroll
+  for (int k = 0; k < kMaxPerLane / P; ++k) {
+    const int i = P * lane + 32 * P * k;
+    if (i >= half) break;
+    BfPack<P> a, b;
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      float v1 = x1[P * k + j] * scale, v2 = x2[P * k + j] * scale;
       if (norm) {
-        x1 *= __bfloat162float(norm[i]);
-        x2 *= __bfloat162float(norm[i + half]);
+        v1 *= __bfloat162float(norm[i + j]);
+        v2 *= __bfloat162float(norm[i + j + half]);
       }
-      const float sin_a = sin_of[i], cos_a = cos_of[i];
-      head[i] = __float2bfloat16(x1 * cos_a - x2 * sin_a);
-      head[i + half] = __float2bfloat16(x2 * cos_a + x1 * sin_a);
+      const float sin_a = sin_of[i + j], cos_a = cos_of[i + j];
+      a.v[j] = __float2bfloat16(v1 * cos_a - v2 * sin_a);
+      b.v[j] = __float2bfloat16(v2 * cos_a + v1 * sin_a);
     }
+    store_pack<P>(head + i, a);
+    store_pack<P>(head + i + half, b);
   }
 }
 
@@ -167,8 +184,11 @@ void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& 
   RopeFrequencies freqs{};
   for (int i = 0; i < hd / 2; ++i) freqs.inv_freq[i] = 1.0f / std::pow(rope_theta, static_cast<float>(2 * i) / hd);
   const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((nh + nkv + kRopeWarps - 1) / kRopeWarps));
-  qk_norm_rope_kernel<<<grid, 32 * kRopeWarps, 0, stream_>>>(
-      qkv.ptr<bf16>(), q_norm.ptr<bf16>(), k_norm.ptr<bf16>(), batch.positions.ptr<int32_t>(), eps, nh, nkv, hd, freqs);
+  // Pairs of elements per access when both halves of every head start on 4-byte boundaries.
+  const bool pairs = hd % 4 == 0 && reinterpret_cast<uintptr_t>(qkv.data) % 4 == 0;
+  auto* kernel = pairs ? qk_norm_rope_kernel<2> : qk_norm_rope_kernel<1>;
+  kernel<<<grid, 32 * kRopeWarps, 0, stream_>>>(qkv.ptr<bf16>(), q_norm.ptr<bf16>(), k_norm.ptr<bf16>(),
+                                                 batch.positions.ptr<int32_t>(), eps, nh, nkv, hd, freqs);
   check_launch("qk_norm_rope_kernel");
 }
 
