@@ -92,14 +92,16 @@ struct SlotParams {
   uint64_t seed = 0;
 };
 
-// One denoising sequence in a denoise step. Its B logits rows are rows [i*B, (i+1)*B) of the
-// logits tensor, i being its index in the step's row list.
+// One denoising sequence in a denoise step. Only masked positions have logits rows (committed
+// ones would never be read, and the LM head is the largest GEMM of a forward): the k-th masked
+// position of the block, in increasing position order, reads logits row logits_row0 + k.
 struct StepRow {
   int32_t slot = 0;
   int32_t position0 = 0;    // absolute position of the block's first token
   int32_t global_step = 0;  // the sequence's denoise step counter (0-based, across blocks)
   int32_t n_sched = 0;      // scheduled commit count for this step
   int32_t is_last = 0;      // last allowed step: commit every remaining mask
+  int32_t logits_row0 = 0;  // logits row of the block's first masked position
 };
 
 // Block state of every slot. A slot holds one running sequence's current block (and its previous
@@ -198,8 +200,9 @@ class Backend {
   // Decode ops. ids[i*B + j] = blocks[slots[i], j]; blocks is i32 [slots, B] (a decode state's
   // tokens or saved_tokens).
   virtual void gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) = 0;
-  // Samples every masked position of each row's block from its logits rows, applies the slot's
-  // strategy and commits the selected positions (docs/decoding.md §3-4). rows: StepRow [n] bytes.
+  // Samples every masked position of each row's block from its logits row (StepRow::logits_row0
+  // on), applies the slot's strategy and commits the selected positions (docs/decoding.md §3-4).
+  // rows: StepRow [n] bytes; logits: f32 [R, V], R covering every row's masked positions.
   virtual void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) = 0;
 };
 

@@ -94,22 +94,34 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
     save_slots.push_back(s->slot);
   }
   const int num_rows = static_cast<int>(denoising.size());
+  // Logits only for the still-masked positions (the host copy of the block state is current):
+  // logit_rows lists their forward rows, row by row in position order, and each StepRow points
+  // at its first.
   std::vector<StepRow> rows;
-  for (const Sequence* s : denoising) {
+  std::vector<int32_t> logit_rows;
+  for (int i = 0; i < num_rows; ++i) {
+    const Sequence* s = denoising[i];
     StepRow r;
     r.slot = s->slot;
     r.position0 = s->block_start;
     r.global_step = s->global_step;
     r.n_sched = scheduled_count(B, s->request.denoising_steps, s->step_in_block);
     r.is_last = s->step_in_block == s->request.denoising_steps - 1;
+    r.logits_row0 = static_cast<int32_t>(logit_rows.size());
+    const int32_t* block = host_part(state_.tokens) + s->slot * B;
+    for (int j = 0; j < B; ++j) {
+      if (block[j] == s->request.slot.mask_id) logit_rows.push_back(i * B + j);
+    }
     rows.push_back(r);
   }
+  const int64_t num_logits = static_cast<int64_t>(logit_rows.size());
+  JET_ASSERT(num_logits > 0 || num_rows == 0, "a denoising block has no mask left");
   static_assert(sizeof(StepRow) % 4 == 0 && alignof(StepRow) == 4);
   std::vector<int32_t> row_words(rows.size() * sizeof(StepRow) / 4);
   std::copy_n(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(StepRow),
               reinterpret_cast<char*>(row_words.data()));
   const std::vector<Tensor> extras =
-      backend_.upload_batch(batch, layout_arena_, {&denoise_slots, &save_slots, &row_words});
+      backend_.upload_batch(batch, layout_arena_, {&denoise_slots, &save_slots, &row_words, &logit_rows});
   if (host_state_newer_) {
     backend_.upload(state_.block_region.data, host_state_.data(), state_.block_region.nbytes());
     host_state_newer_ = false;
@@ -117,21 +129,23 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
   Tensor ids = backend_.grow_view(ids_buffer_, DType::I32, {layout.num_tokens});
   Tensor logits;
   if (num_rows > 0) {
-    logits = backend_.grow_view(logits_buffer_, DType::F32, {int64_t{num_rows} * B, model_.config().vocab});
+    logits = backend_.grow_view(logits_buffer_, DType::F32, {num_logits, model_.config().vocab});
   }
   auto forward_and_step = [&] {
     const int64_t denoise_ids = int64_t{num_rows} * B;
     Tensor ids_denoise = ids.rows(0, denoise_ids), ids_save = ids.rows(denoise_ids, layout.num_tokens);
     backend_.gather_block_tokens(state_.tokens, extras[0], ids_denoise);
     backend_.gather_block_tokens(state_.saved_tokens, extras[1], ids_save);
-    model_.forward(batch, ids, kv_, num_rows > 0 ? &logits : nullptr);
+    model_.forward(batch, ids, kv_, num_rows > 0 ? &logits : nullptr, &extras[3]);
     if (num_rows > 0) backend_.denoise_step(logits, extras[2], num_rows, state_);
   };
   // Everything the work reads sits at addresses fixed by these sizes (the layout arena's
-  // offsets, ids, logits, the model's scratch), and the attention launch depends on no more.
+  // offsets, ids, logits, the model's scratch), and the attention launch depends on no more; the
+  // logits count sets the LM head's shape and the logits view.
   if (record_forwards_ && !model_.has_moe_layers()) {
-    backend_.run_recorded(str(layout.num_seqs, ' ', layout.num_tokens, ' ', layout.max_pages, ' ', num_rows),
-                          forward_and_step);
+    backend_.run_recorded(
+        str(layout.num_seqs, ' ', layout.num_tokens, ' ', layout.max_pages, ' ', num_rows, ' ', num_logits),
+        forward_and_step);
   } else {
     forward_and_step();
   }

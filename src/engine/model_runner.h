@@ -1,9 +1,9 @@
 // ModelRunner: turns scheduled sequences into forwards. Builds the batch layout (positions,
-// cached lengths, page tables), runs the model, runs the backend's denoise step on the logits,
-// and keeps a host copy of the block state: blocks start there, the whole state goes to the
-// backend in one copy before a forward that needs it and comes back in one copy after a denoise
-// step (masks left, finished blocks' records). Per-forward buffers are reused, never reallocated
-// once sizes stop growing.
+// cached lengths, page tables), runs the model, runs the backend's denoise step on the logits of
+// the still-masked positions, and keeps a host copy of the block state: blocks start there (it
+// says which positions are masked), the whole state goes to the backend in one copy before a
+// forward that needs it and comes back in one copy after a denoise step (masks left, finished
+// blocks' records). Per-forward buffers are reused, never reallocated once sizes stop growing.
 #pragma once
 
 #include <vector>

@@ -17,7 +17,8 @@ Tensor Model::scratch(int slot, DType dtype, std::initializer_list<int64_t> dims
   return backend_.grow_view(scratch_[slot], dtype, dims);
 }
 
-void Model::forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, Tensor* logits) {
+void Model::forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, Tensor* logits,
+                    const Tensor* logit_rows) {
   JET_CHECK(has_weights(), "the model's weights were freed (offload_parameters / free_all_resources); "
             "load them again (load_weights / reload_from_path) before generating");
   const ModelConfig& c = config_;
@@ -60,7 +61,14 @@ void Model::forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, T
   }
   if (!logits) return;
   backend_.add_rmsnorm(resid, delta, weights_.final_norm, eps, normed);
-  backend_.matmul(normed.rows(0, logits->dim(0)), weights_.lm_head, *logits);
+  if (!logit_rows) {
+    backend_.matmul(normed.rows(0, logits->dim(0)), weights_.lm_head, *logits);
+    return;
+  }
+  // The embedding op is a row gather; here its table is the normed activations.
+  Tensor picked = scratch(7, act, {logits->dim(0), c.hidden});
+  backend_.embedding(*logit_rows, normed, picked);
+  backend_.matmul(picked, weights_.lm_head, *logits);
 }
 
 }  // namespace jet

@@ -1,6 +1,6 @@
 // Model: the transformer of every supported family, loaded onto a backend. One forward runs the
-// layers over a batch (writing K/V into the paged cache) and, on request, the LM head for the
-// first rows. The families differ only in weight names and options (see sdar.cpp, sdar_moe.cpp,
+// layers over a batch (writing K/V into the paged cache) and, on request, the LM head for chosen
+// rows. The families differ only in weight names and options (see sdar.cpp, sdar_moe.cpp,
 // llada.cpp), so one forward serves them all.
 #pragma once
 
@@ -59,8 +59,11 @@ class Model {
   void release();
 
   // Runs every layer over the batch's tokens `ids` (i32 [T]), writing their K/V into `kv`.
-  // When `logits` is given (f32 [R, V], R <= T), writes the logits of rows [0, R).
-  void forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, Tensor* logits);
+  // When `logits` is given (f32 [R, V]), writes the logits of rows logit_rows[0..R) (i32 [R], in
+  // [0, T)) or, without logit_rows, of rows [0, R) (R <= T). A denoise forward asks for its masked
+  // rows only, so the LM head skips the committed positions nobody samples.
+  void forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, Tensor* logits,
+               const Tensor* logit_rows = nullptr);
 
  private:
   Tensor scratch(int slot, DType dtype, std::initializer_list<int64_t> dims);

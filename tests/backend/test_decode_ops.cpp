@@ -1,11 +1,13 @@
 // The decode ops end to end on crafted batches: gather_block_tokens, and denoise_step sampling,
-// selecting and committing per row (row order differs from slot order on purpose).
+// selecting and committing per row (row order differs from slot order on purpose), reading the
+// logits rows of masked positions only (StepRow::logits_row0).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "backend_test_util.h"
 #include "sampling/rng.h"
+#include "sampling/sampler.h"
 
 using namespace jet;
 using namespace jet::test;
@@ -77,19 +79,21 @@ TEST_F(DecodeOps, DenoiseStepCommitsPerRowStrategy) {
   backend->mark_seen(st, 0, {0});
   start(1, greedy(Strategy::Sequential), {kMask, kMask, kMask, kMask});  // not in this step
 
+  // Logits rows of the masked positions only. Row 0 = slot 2: position 0 is not masked, so
+  // positions 1-3 read logits rows 0-2.
   std::vector<float> logits(2 * kB * kV);
-  // Row 0 = slot 2. Position 0 is not masked: its NaN row must never be read into a commit.
-  std::fill_n(logits.begin(), kV, kNaN);
-  set_row(logits, 1, 0.0f, {{1, 5.0f}});                   // c = e^5 / (e^5 + 6)
-  set_row(logits, 2, 0.0f, {{2, 2.0f}});                   // c = e^2 / (e^2 + 6)
-  set_row(logits, 3, 0.0f, {{4, 3.0f}, {kMask, 100.0f}});  // the mask logit is ignored
-  // Row 1 = slot 0.
-  set_row(logits, 4, 0.0f, {{0, 2.0f}, {1, 1.5f}});  // penalised token 0 drops to 1.0: token 1
-  set_row(logits, 5, 0.0f, {{6, 1.0f}});
-  set_row(logits, 6, 0.0f, {{5, 1.0f}});
-  set_row(logits, 7, 0.0f, {{2, 1.0f}, {kMask, 9.0f}});
+  set_row(logits, 0, 0.0f, {{1, 5.0f}});                   // c = e^5 / (e^5 + 6)
+  set_row(logits, 1, 0.0f, {{2, 2.0f}});                   // c = e^2 / (e^2 + 6)
+  set_row(logits, 2, 0.0f, {{4, 3.0f}, {kMask, 100.0f}});  // the mask logit is ignored
+  // Row 1 = slot 0: logits rows 3-6.
+  set_row(logits, 3, 0.0f, {{0, 2.0f}, {1, 1.5f}});  // penalised token 0 drops to 1.0: token 1
+  set_row(logits, 4, 0.0f, {{6, 1.0f}});
+  set_row(logits, 5, 0.0f, {{5, 1.0f}});
+  set_row(logits, 6, 0.0f, {{2, 1.0f}, {kMask, 9.0f}});
+  // Spare rows no position owns: their NaNs must never be read into a commit.
+  std::fill(logits.begin() + 7 * kV, logits.end(), kNaN);
 
-  const Tensor rows = step_rows({{2, 12, 5, 1, 0}, {0, 0, 0, 2, 1}});
+  const Tensor rows = step_rows({{2, 12, 5, 1, 0, 0}, {0, 0, 0, 2, 1, 3}});
   backend->denoise_step(tf.f32({2 * kB, kV}, logits), rows, 2, st);
 
   const double c1 = std::exp(5.0) / (std::exp(5.0) + 6.0);
@@ -122,7 +126,8 @@ TEST_F(DecodeOps, SeededRandomStrategyIsReproducibleAndBatchIndependent) {
     std::vector<float> l = logits;
     std::vector<StepRow> rows = {row};
     if (with_neighbour) {  // slot 0 first, so slot 1 reads the second logits rows
-      rows.insert(rows.begin(), StepRow{0, 0, 0, 2, 0});
+      rows.insert(rows.begin(), StepRow{0, 0, 0, 2, 0, 0});
+      rows[1].logits_row0 = kB;
     } else {
       std::copy(logits.begin() + kB * kV, logits.end(), l.begin());
     }
@@ -148,5 +153,82 @@ TEST_F(DecodeOps, DenoiseStepRejectsBadRows) {
   const Tensor logits = tf.f32({2 * kB, kV}, std::vector<float>(2 * kB * kV, 0.0f));
   EXPECT_THROW(backend->denoise_step(logits, step_rows({{5, 0, 0, 1, 0}}), 1, st), Error);  // no slot 5
   EXPECT_THROW(backend->denoise_step(logits, step_rows({{0, 0, 0, 1, 0}, {0, 0, 0, 1, 0}}), 2, st), Error);
-  EXPECT_THROW(backend->denoise_step(logits, step_rows({{0, 0, 0, 1, 0}}), 3, st), Error);  // too few logits
+  EXPECT_THROW(backend->denoise_step(logits, step_rows({{0, 0, 0, 1, 0}}), 3, st), Error);  // too few StepRows
+  // Slot 0's four masks need logits rows [row0, row0 + 4) inside the 8 given.
+  EXPECT_THROW(backend->denoise_step(logits, step_rows({{0, 0, 0, 1, 0, 5}}), 1, st), Error);
+  EXPECT_THROW(backend->denoise_step(logits, step_rows({{0, 0, 0, 1, 0, -1}}), 1, st), Error);
+  EXPECT_EQ(tf.read<int32_t>(st.masks_left)[0], kB);  // nothing was committed
+  backend->denoise_step(logits, step_rows({{0, 0, 0, 1, 0, 4}}), 1, st);
+  EXPECT_EQ(tf.read<int32_t>(st.masks_left)[0], kB - 1);
+}
+
+// The compact layout (masked positions only, each row's from its logits_row0, in any order)
+// gives what sampling the full layout's row i * B + j of every masked position gives: the same
+// token, logprob and entropy, bit for bit. Seeded sampling at T = 1 ties each draw to its position.
+TEST_F(DecodeOps, DenoiseStepCompactLogitsMatchTheFullLayout) {
+  SlotParams p;
+  p.temperature = 1.0f;
+  p.strategy = Strategy::LowConfidenceStatic;
+  p.mask_id = kMask;
+  p.seed = 77;
+  const Ints block2 = {kMask, 3, kMask, kMask}, block0 = {kMask, kMask, 5, kMask};
+  // Row 0 = slot 2 (one commit: the most confident), row 1 = slot 0 (last step: all commit).
+  std::vector<StepRow> rows = {{2, 20, 3, 1, 0, 0}, {0, 8, 1, 1, 1, 0}};
+  std::mt19937 rng(5);
+  const std::vector<float> full = random_floats(rng, 2 * kB * kV, -3.0f, 3.0f);  // row i * B + j
+
+  // Expected: the sampler on the full layout's rows of the masked positions.
+  const std::vector<uint32_t> no_seen(st.seen_words, 0);
+  auto expected = [&](int i, int j) {
+    std::vector<float> row(full.begin() + (i * kB + j) * kV, full.begin() + (i * kB + j + 1) * kV);
+    return sample_position(row.data(), kV, p, no_seen.data(), rows[i].position0 + j, rows[i].global_step);
+  };
+  int most_confident = -1;
+  for (int j : {0, 2, 3}) {
+    if (most_confident < 0 || expected(0, j).confidence > expected(0, most_confident).confidence) most_confident = j;
+  }
+
+  // Compact: row 0's three masked positions, row 1's three, stored in either order.
+  auto compact = [&](bool row1_first) {
+    std::vector<float> logits;
+    std::vector<std::pair<int, Ints>> order = {{0, {0, 2, 3}}, {1, {0, 1, 3}}};
+    if (row1_first) std::swap(order[0], order[1]);
+    for (auto& [i, positions] : order) {
+      rows[i].logits_row0 = static_cast<int32_t>(logits.size() / kV);
+      for (int j : positions) {
+        logits.insert(logits.end(), full.begin() + (i * kB + j) * kV, full.begin() + (i * kB + j + 1) * kV);
+      }
+    }
+    return logits;
+  };
+  for (bool row1_first : {false, true}) {
+    SCOPED_TRACE(row1_first ? "row 1's logits first" : "row 0's logits first");
+    start(2, p, block2);
+    start(0, p, block0);
+    const std::vector<float> logits = compact(row1_first);
+    backend->denoise_step(tf.f32({6, kV}, logits), step_rows(rows), 2, st);
+
+    const Ints tokens2 = slot_values<int32_t>(st.tokens, 2), tokens0 = slot_values<int32_t>(st.tokens, 0);
+    const std::vector<float> logprobs2 = slot_values<float>(st.logprobs, 2);
+    const std::vector<float> logprobs0 = slot_values<float>(st.logprobs, 0);
+    const std::vector<float> entropies0 = slot_values<float>(st.entropies, 0);
+    for (int j = 0; j < kB; ++j) {
+      if (j == most_confident) {
+        EXPECT_EQ(tokens2[j], expected(0, j).token);
+        EXPECT_EQ(logprobs2[j], expected(0, j).logprob);
+      } else {
+        EXPECT_EQ(tokens2[j], block2[j]) << "slot 2 position " << j;
+      }
+      if (block0[j] != kMask) {
+        EXPECT_EQ(tokens0[j], block0[j]);
+        continue;
+      }
+      EXPECT_EQ(tokens0[j], expected(1, j).token) << "slot 0 position " << j;
+      EXPECT_EQ(logprobs0[j], expected(1, j).logprob) << "slot 0 position " << j;
+      EXPECT_EQ(entropies0[j], expected(1, j).entropy) << "slot 0 position " << j;
+    }
+    EXPECT_EQ(slot_values<int32_t>(st.trajectory, 0), (Ints{2, 2, 0, 2}));
+    EXPECT_EQ(tf.read<int32_t>(st.masks_left)[2], 2);
+    EXPECT_EQ(tf.read<int32_t>(st.masks_left)[0], 0);
+  }
 }

@@ -28,7 +28,8 @@ void CpuBackend::gather_block_tokens(const Tensor& blocks, const Tensor& slots, 
 namespace {
 
 // Rejects rows that would make the parallel loops below read or write out of bounds.
-void validate_rows(const std::vector<StepRow>& rows, const DecodeState& st, int V) {
+void validate_rows(const std::vector<StepRow>& rows, const DecodeState& st, int V, int64_t logits_rows) {
+  const int B = st.block_length;
   std::vector<bool> used(st.num_slots, false);
   for (size_t i = 0; i < rows.size(); ++i) {
     const int32_t slot = rows[i].slot;
@@ -42,6 +43,11 @@ void validate_rows(const std::vector<StepRow>& rows, const DecodeState& st, int 
     const int strategy = static_cast<int>(p.strategy);
     JET_CHECK(strategy >= 0 && strategy <= static_cast<int>(Strategy::EntropyBounded), "denoise_step: slot ", slot,
               " has an invalid strategy value ", strategy);
+    const int32_t* block = st.tokens.ptr<int32_t>() + int64_t{slot} * B;
+    const int64_t masked = std::count(block, block + B, p.mask_id);
+    JET_CHECK(rows[i].logits_row0 >= 0 && rows[i].logits_row0 + masked <= logits_rows, "denoise_step: row ", i,
+              " needs logits rows [", rows[i].logits_row0, ", ", rows[i].logits_row0 + masked,
+              ") for its masked positions, got ", logits_rows, " rows");
   }
 }
 
@@ -50,22 +56,27 @@ void validate_rows(const std::vector<StepRow>& rows, const DecodeState& st, int 
 void CpuBackend::denoise_step(const Tensor& logits, const Tensor& rows_bytes, int num_rows, DecodeState& st) {
   const int B = st.block_length, V = st.vocab;
   check_tensor(logits, "denoise_step", "logits", DType::F32, {-1, V});
-  JET_CHECK(num_rows >= 0 && logits.dim(0) >= int64_t{num_rows} * B, "denoise_step: ", num_rows, " rows of ", B,
-            " positions need that many logits rows, got ", logits.dim(0));
+  JET_CHECK(num_rows >= 0, "denoise_step: negative row count ", num_rows);
   JET_CHECK(rows_bytes.nbytes() >= num_rows * sizeof(StepRow), "denoise_step: the rows tensor holds ",
             rows_bytes.nbytes(), " bytes, fewer than ", num_rows, " StepRows");
   const std::vector<StepRow> rows(rows_bytes.ptr<StepRow>(), rows_bytes.ptr<StepRow>() + num_rows);
-  validate_rows(rows, st, V);
+  validate_rows(rows, st, V, logits.dim(0));
 
   const SlotParams* params = st.params.ptr<SlotParams>();
   int32_t* tokens = st.tokens.ptr<int32_t>();
 
-  // 1. Sample every masked position (independent of each other) from a copy of its logits row.
-  std::vector<int32_t> masked;  // i * B + j
+  // 1. Sample every masked position (independent of each other) from a copy of its logits row:
+  // the k-th masked position of row i has logits row rows[i].logits_row0 + k.
+  struct Masked {
+    int i, j;
+    int64_t logits_row;
+  };
+  std::vector<Masked> masked;
   for (int i = 0; i < num_rows; ++i) {
     const SlotParams& p = params[rows[i].slot];
+    int64_t logits_row = rows[i].logits_row0;
     for (int j = 0; j < B; ++j) {
-      if (tokens[int64_t{rows[i].slot} * B + j] == p.mask_id) masked.push_back(i * B + j);
+      if (tokens[int64_t{rows[i].slot} * B + j] == p.mask_id) masked.push_back({i, j, logits_row++});
     }
   }
   std::vector<PositionSample> samples(int64_t{num_rows} * B);
@@ -74,11 +85,12 @@ void CpuBackend::denoise_step(const Tensor& logits, const Tensor& rows_bytes, in
     std::vector<float> row_copy(V);
 #pragma omp for schedule(dynamic, 1)
     for (size_t m = 0; m < masked.size(); ++m) {
-      const int i = masked[m] / B, j = masked[m] % B;
+      const int i = masked[m].i, j = masked[m].j;
       const StepRow& r = rows[i];
-      std::copy_n(logits.ptr<float>() + int64_t{masked[m]} * V, V, row_copy.data());
+      std::copy_n(logits.ptr<float>() + masked[m].logits_row * V, V, row_copy.data());
       const uint32_t* seen = st.seen.ptr<uint32_t>() + int64_t{r.slot} * st.seen_words;
-      samples[masked[m]] = sample_position(row_copy.data(), V, params[r.slot], seen, r.position0 + j, r.global_step);
+      samples[int64_t{i} * B + j] =
+          sample_position(row_copy.data(), V, params[r.slot], seen, r.position0 + j, r.global_step);
     }
   }
 

@@ -1,9 +1,9 @@
 // CudaBackend::denoise_step (docs/decoding.md §3-4) in two kernels: one thread block samples each
-// masked (row, position) into a small candidate array (decode_sampler.cuh), then one warp per
-// row ranks its block's candidates with the slot's strategy (sampling/remasking_rules.h, the
-// rules the CPU backend uses too) and commits the chosen ones. Nothing waits for the device: rows
-// are validated there, and a bad row is skipped and reported by the next denoise_step call (see
-// RowFault).
+// masked (row, position) from its logits row (StepRow::logits_row0 + the masked positions before
+// it) into a small candidate array (decode_sampler.cuh), then one warp per row ranks its block's
+// candidates with the slot's strategy (sampling/remasking_rules.h, the rules the CPU backend uses
+// too) and commits the chosen ones. Nothing waits for the device: rows are validated there, and a
+// bad row is skipped and reported by the next denoise_step call (see RowFault).
 #include <cstdint>
 #include <string>
 
@@ -22,7 +22,7 @@ constexpr int kPositionsPerLane = kMaxBlockLength / 32;
 constexpr int kCommitWarps = 4;  // rows per thread block of the commit kernel
 
 // Why the commit kernel skipped a row; the host names it in the error.
-enum class RowFault : uint64_t { None, SlotOutOfRange, RepeatedSlot, MaskIdOutOfRange, BadStrategy };
+enum class RowFault : uint64_t { None, SlotOutOfRange, RepeatedSlot, MaskIdOutOfRange, BadStrategy, LogitsOutOfRange };
 
 // A fault as one 64-bit word (fault << 56 | row << 32 | slot), so a single store publishes it whole.
 __device__ uint64_t encode_fault(RowFault fault, int row, int32_t slot) {
@@ -51,7 +51,8 @@ const FaultWord& fault_word() {
 }
 
 struct StepArgs {
-  const float* logits;  // [num_rows * B, V]
+  const float* logits;  // [logits_rows, V]: masked positions only (StepRow::logits_row0)
+  int64_t logits_rows;
   const StepRow* rows;
   int num_rows;
   int num_slots;
@@ -69,6 +70,14 @@ struct StepArgs {
   uint64_t* fault;
 };
 
+// The logits row of masked position j of a row: logits_row0 + the masked positions before j.
+__device__ int64_t logits_row(const StepArgs& a, const StepRow& r, const SlotParams& p, int j) {
+  const int32_t* block = a.tokens + int64_t{r.slot} * a.block_length;
+  int before = 0;
+  for (int k = 0; k < j; ++k) before += block[k] == p.mask_id;
+  return int64_t{r.logits_row0} + before;
+}
+
 // Block (i, j) = blockIdx.x = i * B + j samples position j of row i when it is masked.
 __global__ void __launch_bounds__(kSampleThreads, 2) sample_masked_positions(const StepArgs a) {
   __shared__ SamplerShared sm;
@@ -78,8 +87,10 @@ __global__ void __launch_bounds__(kSampleThreads, 2) sample_masked_positions(con
   if (r.slot < 0 || r.slot >= a.num_slots) return;  // the commit kernel reports it
   const SlotParams& p = a.params[r.slot];
   if (a.tokens[int64_t{r.slot} * B + j] != p.mask_id) return;
+  const int64_t row = logits_row(a, r, p, j);
+  if (r.logits_row0 < 0 || row >= a.logits_rows) return;  // the commit kernel reports it
   const uint32_t* seen = p.repetition_penalty != 1.0f ? a.seen + int64_t{r.slot} * a.seen_words : nullptr;
-  const float* logits = a.logits + int64_t{blockIdx.x} * a.vocab;
+  const float* logits = a.logits + row * a.vocab;
   const Candidate c = sample_position(logits, a.vocab, p, seen, r.position0 + j, r.global_step, sm);
   if (threadIdx.x == 0) a.candidates[blockIdx.x] = c;
 }
@@ -94,6 +105,13 @@ __device__ RowFault find_row_fault(const StepArgs& a, int i, const StepRow& r, i
   if (p.mask_id < 0 || p.mask_id >= a.vocab) return RowFault::MaskIdOutOfRange;
   const int strategy = static_cast<int>(p.strategy);
   if (strategy < 0 || strategy > static_cast<int>(Strategy::EntropyBounded)) return RowFault::BadStrategy;
+  int num_masked = 0;
+  for (int h = 0; h < kPositionsPerLane; ++h) {
+    const int j = lane + 32 * h;
+    num_masked += __popc(__ballot_sync(kFullWarp, j < a.block_length &&
+                                                      a.tokens[int64_t{r.slot} * a.block_length + j] == p.mask_id));
+  }
+  if (r.logits_row0 < 0 || int64_t{r.logits_row0} + num_masked > a.logits_rows) return RowFault::LogitsOutOfRange;
   return RowFault::None;
 }
 
@@ -200,6 +218,7 @@ void throw_decode_fault() {
     case RowFault::SlotOutOfRange: problem = str("has slot ", slot, ", outside the decode state's slots"); break;
     case RowFault::RepeatedSlot: problem = str("repeats slot ", slot, " of an earlier row"); break;
     case RowFault::MaskIdOutOfRange: problem = str("has slot ", slot, ", whose mask id is outside the vocabulary"); break;
+    case RowFault::LogitsOutOfRange: problem = str("has slot ", slot, " and logits rows outside the logits"); break;
     default: problem = str("has slot ", slot, ", whose strategy value is invalid"); break;
   }
   throw Error(str("denoise_step: row ", row, " of an earlier step ", problem, "; that row was skipped"));
@@ -212,8 +231,8 @@ void CudaBackend::denoise_step(const Tensor& logits, const Tensor& rows, int num
             "], the CUDA backend's limit");
   JET_CHECK(logits.dtype == DType::F32 && logits.ndim == 2 && logits.dim(1) == V, "denoise_step: tensor logits is ",
             dtype_name(logits.dtype), " ", shape_string(logits), ", expected F32 [*, ", V, "]");
-  JET_CHECK(num_rows >= 0 && logits.dim(0) >= int64_t{num_rows} * B, "denoise_step: ", num_rows, " rows of ", B,
-            " positions need that many logits rows, got ", logits.dim(0));
+  // The rows and the masks are in device memory: their logits rows are checked there (RowFault).
+  JET_CHECK(num_rows >= 0, "denoise_step: negative row count ", num_rows);
   JET_CHECK(rows.nbytes() >= num_rows * sizeof(StepRow), "denoise_step: the rows tensor holds ", rows.nbytes(),
             " bytes, fewer than ", num_rows, " StepRows");
   if (num_rows == 0) return;
@@ -222,12 +241,12 @@ void CudaBackend::denoise_step(const Tensor& logits, const Tensor& rows, int num
   Candidate* candidates = nullptr;
   const size_t positions = static_cast<size_t>(num_rows) * B;
   JET_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&candidates), positions * sizeof(Candidate), stream()));
-  const StepArgs args{logits.ptr<float>(),         rows.ptr<StepRow>(),          num_rows,
-                      st.num_slots,                B,                            V,
-                      st.seen_words,               st.params.ptr<SlotParams>(),  st.seen.ptr<uint32_t>(),
-                      st.tokens.ptr<int32_t>(),    st.trajectory.ptr<int32_t>(), st.logprobs.ptr<float>(),
-                      st.entropies.ptr<float>(),   st.masks_left.ptr<int32_t>(), candidates,
-                      fault_word().device};
+  const StepArgs args{logits.ptr<float>(),         logits.dim(0),                rows.ptr<StepRow>(),
+                      num_rows,                    st.num_slots,                 B,
+                      V,                           st.seen_words,                st.params.ptr<SlotParams>(),
+                      st.seen.ptr<uint32_t>(),     st.tokens.ptr<int32_t>(),     st.trajectory.ptr<int32_t>(),
+                      st.logprobs.ptr<float>(),    st.entropies.ptr<float>(),    st.masks_left.ptr<int32_t>(),
+                      candidates,                  fault_word().device};
   sample_masked_positions<<<static_cast<unsigned>(positions), kSampleThreads, 0, stream()>>>(args);
   JET_CUDA_CHECK(cudaGetLastError());
   const unsigned commit_blocks = static_cast<unsigned>((num_rows + kCommitWarps - 1) / kCommitWarps);
