@@ -573,11 +573,13 @@ int resident_ctas_for_rows(int row_warps) {
                                                                          : resident_ctas_per_sm<HD, 4>();
 }
 
-// Splits of the key range. The CTAs run in waves of (multiprocessors x resident CTAs each); a
-// last wave that is mostly empty idles the GPU for a whole CTA time (256 CTAs on 396 slots take
-// two waves for 1.3 waves of work), so the count is chosen by how full the waves are: the fewest
-// splits within 10% of the best fill. Bounds: at least kMinKeysPerSplit keys per split, no more
-// partial results than the scratch space holds, and at most 4 waves' worth of CTAs.
+// Splits of the key range, used only when the CTAs alone do not fill one wave (multiprocessors x
+// resident CTAs each): with many short CTAs, splitting adds per-CTA and merge work for nothing.
+// Below one wave the count is chosen by how full the launched waves are, since a last wave that
+// is mostly empty idles the GPU for a whole CTA time (256 CTAs on 396 slots take two waves for
+// 1.3 waves of work, 3 splits take two waves for 1.9): the fewest splits within 10% of the best
+// fill. Bounds: at most two waves' worth of CTAs, at least kMinKeysPerSplit keys per split, and
+// no more partial results than the scratch space holds.
 int choose_splits(int64_t ctas, int resident_per_sm, int64_t key_bound, int64_t partial_bytes_per_split,
                   size_t scratch_bytes) {
   int device = 0, sms = 0;
@@ -585,7 +587,8 @@ int choose_splits(int64_t ctas, int resident_per_sm, int64_t key_bound, int64_t 
   JET_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   ctas = std::max<int64_t>(ctas, 1);
   const int64_t slots = int64_t{sms} * resident_per_sm;
-  const int64_t by_waves = (4 * slots + ctas - 1) / ctas;
+  if (ctas >= slots) return 1;
+  const int64_t by_waves = (2 * slots + ctas - 1) / ctas;
   const int64_t by_keys = key_bound / kMinKeysPerSplit;
   const int64_t by_scratch = partial_bytes_per_split > 0 ? int64_t(scratch_bytes) / partial_bytes_per_split : 1;
   const int64_t limit = std::max<int64_t>(1, std::min({by_waves, by_keys, by_scratch}));

@@ -123,11 +123,13 @@ const GemmPlans::Plan& GemmPlans::plan_for(const GemmProblem& p, const void* x, 
     const GemmProblem cls = size_class(p);
     const auto tuned = tuned_.find(cls);
     cublasLtMatmulHeuristicResult_t check{};
-    if (tuned != tuned_.end() &&
-        cublasLtMatmulAlgoCheck(lt_, plan->op, plan->w_layout, plan->x_layout, plan->out_layout, plan->out_layout,
-                                &tuned->second, &check) == CUBLAS_STATUS_SUCCESS &&
-        check.workspaceSize <= workspace_bytes_) {
-      plan->algo = tuned->second;
+    if (tuned != tuned_.end()) {
+      // Each class is timed once; a size the class's choice does not suit keeps the heuristic's.
+      if (cublasLtMatmulAlgoCheck(lt_, plan->op, plan->w_layout, plan->x_layout, plan->out_layout, plan->out_layout,
+                                  &tuned->second, &check) == CUBLAS_STATUS_SUCCESS &&
+          check.workspaceSize <= workspace_bytes_) {
+        plan->algo = tuned->second;
+      }
     } else if (!stream_is_capturing(stream)) {
       plan->algo = fastest(*plan, candidates, found_count, x, w, out, stream);
       tuned_[cls] = plan->algo;
