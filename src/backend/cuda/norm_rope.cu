@@ -21,10 +21,9 @@ struct RopeFrequencies {
   float inv_freq[kMaxRopeHalf];
 };
 
-// out = x / sqrt(mean(x²) + eps) * w for the block's row, N elements per access. Each thread
-// reads and writes the same elements in both passes, so out may alias x.
+// This thread's share of Σx² over the block's row, N elements per access.
 template <int N>
-__device__ void rmsnorm_row(const bf16* x, const bf16* w, float eps, int64_t H, bf16* out) {
+__device__ float sum_squares_of(const bf16* x, int64_t H) {
   float sum_squares = 0.0f;
   for (int64_t i = int64_t{threadIdx.x} * N; i < H; i += int64_t{blockDim.x} * N) {
     const BfPack<N> xs = load_pack<N>(x + i);
@@ -34,6 +33,14 @@ __device__ void rmsnorm_row(const bf16* x, const bf16* w, float eps, int64_t H, 
       sum_squares += v * v;
     }
   }
+  return sum_squares;
+}
+
+// out = x / sqrt(mean(x²) + eps) * w for the block's row, given each thread's share of Σx² (over
+// the same elements it touches here). Each thread reads and writes the same elements, so out may
+// alias x.
+template <int N>
+__device__ void write_normed_row(const bf16* x, const bf16* w, float sum_squares, float eps, int64_t H, bf16* out) {
   const float scale = 1.0f / sqrtf(block_sum(sum_squares) / static_cast<float>(H) + eps);
   for (int64_t i = int64_t{threadIdx.x} * N; i < H; i += int64_t{blockDim.x} * N) {
     const BfPack<N> xs = load_pack<N>(x + i), ws = load_pack<N>(w + i);
@@ -49,23 +56,29 @@ __device__ void rmsnorm_row(const bf16* x, const bf16* w, float eps, int64_t H, 
 template <int N>
 __global__ void rmsnorm_kernel(const bf16* x, const bf16* w, float eps, int64_t H, bf16* out) {
   const int64_t t = blockIdx.x;
-  rmsnorm_row<N>(x + t * H, w, eps, H, out + t * H);
+  write_normed_row<N>(x + t * H, w, sum_squares_of<N>(x + t * H, H), eps, H, out + t * H);
 }
 
-// residual = bf16(residual + x), then out = rmsnorm(residual). The thread that rounds an element
-// is the one that reads it back, so no barrier is needed between the two.
+// residual = bf16(residual + x), then out = rmsnorm(residual). Σ of the rounded sums' squares is
+// taken as they are made, and the thread that rounds an element is the one that reads it back,
+// so no barrier is needed between the two passes.
 template <int N>
 __global__ void add_rmsnorm_kernel(bf16* residual, const bf16* x, const bf16* w, float eps, int64_t H, bf16* out) {
   const int64_t t = blockIdx.x;
   bf16* row = residual + t * H;
+  float sum_squares = 0.0f;
   for (int64_t i = int64_t{threadIdx.x} * N; i < H; i += int64_t{blockDim.x} * N) {
     const BfPack<N> rs = load_pack<N>(row + i), xs = load_pack<N>(x + t * H + i);
     BfPack<N> sum;
 #pragma unroll
-    for (int j = 0; j < N; ++j) sum.v[j] = __float2bfloat16(__bfloat162float(rs.v[j]) + __bfloat162float(xs.v[j]));
+    for (int j = 0; j < N; ++j) {
+      sum.v[j] = __float2bfloat16(__bfloat162float(rs.v[j]) + __bfloat162float(xs.v[j]));
+      const float v = __bfloat162float(sum.v[j]);
+      sum_squares += v * v;
+    }
     store_pack<N>(row + i, sum);
   }
-  rmsnorm_row<N>(row, w, eps, H, out + t * H);
+  write_normed_row<N>(row, w, sum_squares, eps, H, out + t * H);
 }
 
 // Threads of a row kernel moving 8 elements per access: one pack each where the row allows
