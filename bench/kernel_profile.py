@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """Per-kernel GPU time of a bench/throughput run, read by Nsight Compute (no per-op sync).
 
-    python3 bench/kernel_profile.py BUILD_DIR MODEL_DIR [throughput flags ...]
+    python3 bench/kernel_profile.py BUILD_DIR MODEL_DIR [--save FILE] [throughput flags ...]
 
 Runs `ncu --metrics gpu__time_duration.sum` over `BUILD_DIR/bench/throughput --model MODEL_DIR
 --device cuda --enforce-eager --kv-cache-mb 16384 FLAGS` (default flags: --batches 128
---prompt-len 64 --max-tokens 8), then splits the kernel stream into forwards (each starts at the
-embedding kernel) and sums the time of the denoise forwards (those that end in the sampling
+--prompt-len 64 --max-tokens 8), then splits the kernel stream into forwards (a denoise forward
+starts at its gather_block_tokens kernels, a prefill at the embedding kernel; the embedding kernel
+after the final norm is the LM head's row gather) and sums the time of the denoise forwards (those that end in the sampling
 kernels) by component: the layers' GEMMs, the LM head (a forward's last GEMM), attention (K/V
 write, attention, split combine), norms, qk_norm_rope, swiglu, sampling, other. Prefill forwards
 are listed but left out of the shares. Kernel time only: the host's gaps between launches are the
 difference to the unprofiled wall time of the same workload. --enforce-eager because ncu times
-kernels one by one either way.
+kernels one by one either way. --save FILE keeps every kernel's name, grid and time as CSV.
 """
 import csv
 import io
@@ -61,12 +62,16 @@ def run_ncu(build, model, flags):
 
 
 def split_forwards(kernels):
-    forwards, current = [], []
+    forwards, current, previous = [], [], ""
     for k in kernels:
-        if "embedding_kernel" in k[0] and current:
+        name = k[0]
+        starts = ("gather_block_tokens_kernel" in name and "gather_block_tokens_kernel" not in previous) or (
+            "embedding_kernel" in name and "gather_block_tokens_kernel" not in previous and "rmsnorm" not in previous)
+        if starts and current:
             forwards.append(current)
             current = []
         current.append(k)
+        previous = name
     if current:
         forwards.append(current)
     return forwards
@@ -75,9 +80,15 @@ def split_forwards(kernels):
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
-    build, model, flags = sys.argv[1], sys.argv[2], sys.argv[3:] or ["--batches", "128", "--prompt-len", "64",
-                                                                     "--max-tokens", "8"]
+    build, model, flags = sys.argv[1], sys.argv[2], sys.argv[3:]
+    save = None
+    if flags[:1] == ["--save"]:
+        save, flags = flags[1], flags[2:]
+    flags = flags or ["--batches", "128", "--prompt-len", "64", "--max-tokens", "8"]
     kernels = run_ncu(build, model, flags)
+    if save:
+        with open(save, "w", newline="") as f:
+            csv.writer(f).writerows([("kernel", "grid", "us"), *kernels])
     forwards = split_forwards(kernels)
     totals, per_forward = defaultdict(float), []
     names = defaultdict(lambda: [0, 0.0])

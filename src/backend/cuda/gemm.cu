@@ -1,12 +1,7 @@
 // The matmul op through cuBLASLt: out[M, N] = x[M, K] · w[N, K]ᵀ, bf16 operands, fp32
 // accumulation, bf16 or fp32 output (the LM head writes fp32 logits), and the plan cache
-// (gemm_plans.h) that makes each shape's descriptors and algorithm once. The algorithm is the
-// fastest of cuBLASLt's heuristic candidates, timed on the first product of each size class
-// (the heuristic's first choice is up to ~X% slower at the shapes decoding uses, bench/results).
-#include <cmath>
+// (gemm_plans.h) that makes each shape's descriptors and algorithm once.
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 
 #include "backend/cuda/gemm_plans.h"
 #include "backend/cuda/kernel_util.cuh"
@@ -26,33 +21,6 @@ void set_preference(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAtt
 }
 
 const char* type_name(cudaDataType_t t) { return t == CUDA_R_32F ? "F32" : "BF16"; }
-
-// Candidates asked of cuBLASLt's heuristic; each is timed once per problem size class.
-constexpr int kMaxCandidates = 12;
-constexpr int kTimedRuns = 3;
-
-// JET_GEMM_TUNE=0 keeps the heuristic's first choice (no timing at start-up).
-bool tuning_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("JET_GEMM_TUNE");
-    return !(v && std::string(v) == "0");
-  }();
-  return enabled;
-}
-
-bool stream_is_capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  JET_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
-  return status != cudaStreamCaptureStatusNone;
-}
-
-// Problems whose m rounds up to the same power of two share one timed choice.
-GemmProblem size_class(GemmProblem p) {
-  int64_t m = 16;
-  while (m < p.m) m *= 2;
-  p.m = m;
-  return p;
-}
 
 }  // namespace
 
@@ -88,8 +56,7 @@ GemmPlans::~GemmPlans() = default;
 // same bytes, so the row-major out[M, N] = x · wᵀ is computed as the column-major
 // outᶜ[N, M] = wᶜᵀ · xᶜ with wᶜ [K, N] and xᶜ [K, M]: A = w transposed, B = x as is ("TN", the
 // layout cuBLASLt's Hopper kernels favour).
-const GemmPlans::Plan& GemmPlans::plan_for(const GemmProblem& p, const void* x, const void* w, void* out,
-                                           cudaStream_t stream) {
+const GemmPlans::Plan& GemmPlans::plan_for(const GemmProblem& p) {
   auto found = plans_.find(p);
   if (found != plans_.end()) return *found->second;
 
@@ -111,78 +78,19 @@ const GemmPlans::Plan& GemmPlans::plan_for(const GemmProblem& p, const void* x, 
   set_preference(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, p.align_out);
   set_preference(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, p.align_out);
 
-  cublasLtMatmulHeuristicResult_t candidates[kMaxCandidates] = {};
+  cublasLtMatmulHeuristicResult_t best{};
   int found_count = 0;
   JET_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, plan->op, plan->w_layout, plan->x_layout, plan->out_layout,
-                                                plan->out_layout, raw_pref, kMaxCandidates, candidates, &found_count));
+                                                plan->out_layout, raw_pref, 1, &best, &found_count));
   JET_CHECK(found_count > 0, "matmul: cuBLASLt has no algorithm for x [", p.m, ", ", p.k, "] · w [", p.n, ", ", p.k,
             "]ᵀ -> ", type_name(p.out_type), " (operand alignments ", p.align_x, "/", p.align_w, "/", p.align_out,
             " bytes)");
-  plan->algo = candidates[0].algo;
-  if (found_count > 1 && tuning_enabled()) {
-    const GemmProblem cls = size_class(p);
-    const auto tuned = tuned_.find(cls);
-    cublasLtMatmulHeuristicResult_t check{};
-    if (tuned != tuned_.end()) {
-      // Each class is timed once; a size the class's choice does not suit keeps the heuristic's.
-      if (cublasLtMatmulAlgoCheck(lt_, plan->op, plan->w_layout, plan->x_layout, plan->out_layout, plan->out_layout,
-                                  &tuned->second, &check) == CUBLAS_STATUS_SUCCESS &&
-          check.workspaceSize <= workspace_bytes_) {
-        plan->algo = tuned->second;
-      }
-    } else if (!stream_is_capturing(stream)) {
-      plan->algo = fastest(*plan, candidates, found_count, x, w, out, stream);
-      tuned_[cls] = plan->algo;
-    }
-  }
+  plan->algo = best.algo;
   return *plans_.emplace(p, std::move(plan)).first->second;
 }
 
-// Times each candidate on the problem's own operands and returns the fastest; a candidate
-// cuBLASLt refuses to run is skipped. Before each timed product a memset twice the size of the L2
-// cache evicts the weights, as the other layers' products do in a forward (a product repeated on
-// L2-resident weights would favour the wrong algorithm at small m).
-cublasLtMatmulAlgo_t GemmPlans::fastest(const Plan& plan, const cublasLtMatmulHeuristicResult_t* candidates, int count,
-                                        const void* x, const void* w, void* out, cudaStream_t stream) {
-  int device = 0, l2_bytes = 0;
-  JET_CUDA_CHECK(cudaGetDevice(&device));
-  JET_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
-  const size_t flush_bytes = 2 * static_cast<size_t>(l2_bytes);
-  void* flush = nullptr;
-  JET_CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
-  cudaEvent_t start = nullptr, stop = nullptr;
-  JET_CUDA_CHECK(cudaEventCreate(&start));
-  JET_CUDA_CHECK(cudaEventCreate(&stop));
-  const float alpha = 1.0f, beta = 0.0f;
-  auto product = [&](const cublasLtMatmulAlgo_t& algo) {
-    return cublasLtMatmul(lt_, plan.op, &alpha, w, plan.w_layout, x, plan.x_layout, &beta, out, plan.out_layout, out,
-                          plan.out_layout, &algo, workspace_, workspace_bytes_, stream);
-  };
-  int best = 0;
-  float best_ms = INFINITY;
-  for (int i = 0; i < count; ++i) {
-    if (candidates[i].workspaceSize > workspace_bytes_ || product(candidates[i].algo) != CUBLAS_STATUS_SUCCESS) continue;
-    float total_ms = 0.0f;
-    for (int r = 0; r < kTimedRuns; ++r) {
-      JET_CUDA_CHECK(cudaMemsetAsync(flush, r, flush_bytes, stream));
-      JET_CUDA_CHECK(cudaEventRecord(start, stream));
-      JET_CUDA_CHECK(product(candidates[i].algo));
-      JET_CUDA_CHECK(cudaEventRecord(stop, stream));
-      JET_CUDA_CHECK(cudaEventSynchronize(stop));
-      float ms = 0.0f;
-      JET_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-      total_ms += ms;
-    }
-    if (total_ms < best_ms) best_ms = total_ms, best = i;
-  }
-  JET_CUDA_CHECK(cudaEventDestroy(start));
-  JET_CUDA_CHECK(cudaEventDestroy(stop));
-  JET_CUDA_CHECK(cudaFree(flush));
-  return candidates[best].algo;
-}
-
 void GemmPlans::run(const GemmProblem& p, const void* x, const void* w, void* out, cudaStream_t stream) {
-  const Plan& plan = plan_for(p, x, w, out, stream);
+  const Plan& plan = plan_for(p);
   const float alpha = 1.0f, beta = 0.0f;
   JET_CUDA_CHECK(cublasLtMatmul(lt_, plan.op, &alpha, w, plan.w_layout, x, plan.x_layout, &beta, out, plan.out_layout,
                                 out, plan.out_layout, &plan.algo, workspace_, workspace_bytes_, stream));

@@ -1,7 +1,6 @@
 // The matmul op's cuBLASLt plans. A plan (matmul descriptor, the three matrix layouts and the
-// algorithm: the fastest of the heuristic's candidates, timed once per size class) is made on a
-// problem's first call and reused for every later call of that problem, so a product costs one
-// map lookup and one cublasLtMatmul. JET_GEMM_TUNE=0 takes the heuristic's first choice instead.
+// algorithm cuBLASLt's heuristic ranks first) is made on a problem's first call and reused for
+// every later call of that problem, so a product costs one map lookup and one cublasLtMatmul.
 #pragma once
 
 #include <cublasLt.h>
@@ -40,17 +39,12 @@ class GemmPlans {
 
  private:
   struct Plan;
-  const Plan& plan_for(const GemmProblem& problem, const void* x, const void* w, void* out, cudaStream_t stream);
-  cublasLtMatmulAlgo_t fastest(const Plan& plan, const cublasLtMatmulHeuristicResult_t* candidates, int count,
-                               const void* x, const void* w, void* out, cudaStream_t stream);
+  const Plan& plan_for(const GemmProblem& problem);
 
   cublasLtHandle_t lt_;
   void* workspace_;
   size_t workspace_bytes_;
   std::map<GemmProblem, std::unique_ptr<Plan>> plans_;
-  // The timed choice per size class (m rounded up to a power of two), reused by the class's
-  // other sizes when cuBLASLt accepts it for them.
-  std::map<GemmProblem, cublasLtMatmulAlgo_t> tuned_;
 };
 
 // The alignment GemmProblem records for an operand address.
