@@ -2,22 +2,16 @@
 // engine then serves a valid request (nothing half-done is left behind).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <filesystem>
+#include <string>
 
 #include "core/error.h"
 #include "jet/engine.h"
+#include "tiny_model_folder.h"
 
 namespace {
 
 std::string tiny_model_dir() {
-  static const std::string dir = [] {
-    auto out = std::filesystem::temp_directory_path() / "jet_engine_errors_tiny_sdar";
-    std::string cmd = std::string("/usr/bin/python3 ") + JET_REPO_DIR + "/tools/make_tiny_model.py --arch sdar --seed 5 --out " +
-                      out.string() + " > /dev/null";
-    EXPECT_EQ(std::system(cmd.c_str()), 0);
-    return out.string();
-  }();
+  static const std::string dir = jet::test::tiny_model_folder("--arch sdar --seed 5");
   return dir;
 }
 

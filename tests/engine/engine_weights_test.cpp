@@ -2,22 +2,16 @@
 // nothing. Model A and model B are tiny SDAR models of the same shape with different weights.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <filesystem>
+#include <string>
 
 #include "core/error.h"
 #include "jet/engine.h"
 #include "model/checkpoint.h"
+#include "tiny_model_folder.h"
 
 namespace {
 
-std::string tiny_model(int seed) {
-  auto out = std::filesystem::temp_directory_path() / ("jet_engine_weights_sdar_" + std::to_string(seed));
-  std::string cmd = std::string("/usr/bin/python3 ") + JET_REPO_DIR + "/tools/make_tiny_model.py --arch sdar --seed " +
-                    std::to_string(seed) + " --out " + out.string() + " > /dev/null";
-  EXPECT_EQ(std::system(cmd.c_str()), 0);
-  return out.string();
-}
+std::string tiny_model(int seed) { return jet::test::tiny_model_folder("--arch sdar --seed " + std::to_string(seed)); }
 
 std::vector<jet::GenerationOutput> greedy(jet::Engine& engine) {
   jet::SamplingParams p;
