@@ -4,15 +4,17 @@
     python3 bench/kernel_profile.py BUILD_DIR MODEL_DIR [--save FILE] [throughput flags ...]
 
 Runs `ncu --metrics gpu__time_duration.sum` over `BUILD_DIR/bench/throughput --model MODEL_DIR
---device cuda --enforce-eager --kv-cache-mb 16384 FLAGS` (default flags: --batches 128
---prompt-len 64 --max-tokens 8), then splits the kernel stream into forwards (a denoise forward
-starts at its gather_block_tokens kernels, a prefill at the embedding kernel; the embedding kernel
-after the final norm is the LM head's row gather) and sums the time of the denoise forwards (those that end in the sampling
-kernels) by component: the layers' GEMMs, the LM head (a forward's last GEMM), attention (K/V
-write, attention, split combine), norms, qk_norm_rope, swiglu, sampling, other. Prefill forwards
-are listed but left out of the shares. Kernel time only: the host's gaps between launches are the
-difference to the unprofiled wall time of the same workload. --enforce-eager because ncu times
-kernels one by one either way. --save FILE keeps every kernel's name, grid and time as CSV.
+--device cuda --enforce-eager --kv-cache-mb 16384 FLAGS`. FLAGS default to --batches 128
+--prompt-len 64 --max-tokens 8 where not given; a MODEL_DIR without safetensors (bench/run_gpu.sh
+makes one) runs with --load-format dummy. The kernel stream is cut into forwards (a denoise
+forward starts at its gather_block_tokens kernels, a prefill at the embedding kernel; the embedding
+kernel after the final norm is the LM head's row gather), and the time of the denoise forwards
+(those that end in the sampling kernels) is summed by component: the layers' GEMMs, the LM head
+(a forward's last GEMM), attention (K/V write, attention, split combine), norms, qk_norm_rope,
+swiglu, sampling, other. Prefill forwards are listed but left out of the shares. Kernel time only:
+the host's gaps between launches are the difference to the unprofiled wall time of the same
+workload. --enforce-eager because ncu times kernels one by one either way. --save FILE keeps every
+kernel's name, grid and time as CSV.
 """
 import csv
 import io
@@ -20,6 +22,7 @@ import statistics
 import subprocess
 import sys
 from collections import defaultdict
+from pathlib import Path
 
 COMPONENTS = [
     ("attention", ("attention_kernel", "write_kv_kernel", "combine_splits_kernel")),
@@ -84,7 +87,11 @@ def main():
     save = None
     if flags[:1] == ["--save"]:
         save, flags = flags[1], flags[2:]
-    flags = flags or ["--batches", "128", "--prompt-len", "64", "--max-tokens", "8"]
+    for name, value in (("--batches", "128"), ("--prompt-len", "64"), ("--max-tokens", "8")):
+        if name not in flags:
+            flags += [name, value]
+    if not list(Path(model).glob("*.safetensors")) and "--load-format" not in flags:
+        flags += ["--load-format", "dummy"]
     kernels = run_ncu(build, model, flags)
     if save:
         with open(save, "w", newline="") as f:
@@ -109,10 +116,12 @@ def main():
     print(f"\n{len(kernels)} kernels, {len(forwards)} forwards")
     print("forward | denoise | kernels | kernel time (us) | first GEMM grid | gemm | attention")
     for i, (d, n, t, grid, comp) in enumerate(per_forward):
-        print(f"{i} | {'yes' if d else 'no (prefill)'} | {n} | {t:.1f} | {grid} | {comp['gemm']:.1f} | {comp['attention']:.1f}")
+        kind = "yes" if d else "no (prefill)"
+        print(f"{i} | {kind} | {n} | {t:.1f} | {grid} | {comp['gemm']:.1f} | {comp['attention']:.1f}")
     denoise_total = sum(totals.values())
     count = sum(1 for f in per_forward if f[0])
-    print(f"\nDenoise forwards: {count}, kernel time {denoise_total:.1f} us, {denoise_total / max(count, 1):.1f} us per forward")
+    per = denoise_total / max(count, 1)
+    print(f"\nDenoise forwards: {count}, kernel time {denoise_total:.1f} us, {per:.1f} us per forward")
     print("component | us per forward | share")
     for c, us in sorted(totals.items(), key=lambda kv: -kv[1]):
         print(f"{c} | {us / max(count, 1):.1f} | {100 * us / denoise_total:.1f}%")

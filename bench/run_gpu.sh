@@ -5,11 +5,16 @@
 # each, batch 1/32/128/256/512; Mode 2 (streaming): 2,000 requests, prompts 50-600, max_tokens
 # 64-512, max_active 128.
 # The cuBLASLt GEMM floor of the same shapes: build/tests/gpu/test_gemm_speed (tests/gpu/run.sh).
+# The model folder holds config.json and the tokenizer only, and the engine makes random weights of
+# those shapes (--load-format dummy): seconds, where writing an 8.8 GB random checkpoint took two
+# minutes. (Until 2026-12-01 run 10 the figures in bench/results used such a checkpoint, made by
+# tools/make_tiny_model.py without --no-weights: Gaussian values instead of uniform ones, the same
+# shapes and scales.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${JET_BUILD_DIR:-build}
-model=$build/models/sdar-4b-random
-[ -f "$model/config.json" ] || python3 tools/make_tiny_model.py --arch sdar --vocab qwen3 --seed 0 --layers 36 \
-  --hidden 2560 --heads 32 --kv-heads 8 --head-dim 128 --intermediate 9728 --out "$model"
-"$build"/bench/throughput --model "$model" --device cuda --batches 1,32,128,256,512 --prompt-len 64 --max-tokens 128 \
-  --mode2 2000 --max-active 128 "$@"
+model=$build/models/sdar-4b-shapes
+[ -f "$model/config.json" ] || python3 tools/make_tiny_model.py --arch sdar --vocab qwen3 --layers 36 --hidden 2560 \
+  --heads 32 --kv-heads 8 --head-dim 128 --intermediate 9728 --no-weights --out "$model"
+"$build"/bench/throughput --model "$model" --load-format dummy --device cuda --batches 1,32,128,256,512 \
+  --prompt-len 64 --max-tokens 128 --mode2 2000 --max-active 128 "$@"

@@ -3,12 +3,13 @@
 // (each op is synchronised, so profiled runs are slower). Usage:
 //   throughput --model DIR [--device cpu|cuda|auto] [--batches 1,16] [--prompt-len 64]
 //              [--max-tokens 128] [--strategy NAME] [--threads N] [--profile] [--enforce-eager]
-//              [--kv-cache-mb N]
+//              [--kv-cache-mb N] [--load-format auto|dummy]
 //              [--mode2 REQUESTS [--max-active 128]]
 // --mode2 runs Mode 2 (streaming) after Mode 1: REQUESTS prompts of 50-600 random tokens with
 // max_tokens 64-512 each (seeded), through generate_streaming with max_active in flight.
 // --kv-cache-mb caps the KV cache (default: the backend's budget, most of the free memory); a
 // profiler that saves and restores device memory (ncu's kernel replay) needs room beside it.
+// --load-format dummy runs random weights of the folder's config.json (no checkpoint needed).
 // bench/run_cpu.sh and bench/run_gpu.sh make a model and run it.
 #include <chrono>
 #include <cstdio>
@@ -41,7 +42,8 @@ int main(int argc, char** argv) {
   const std::string model = flag(argc, argv, "--model", "");
   if (model.empty()) {
     std::fprintf(stderr, "usage: throughput --model DIR [--device D] [--batches 1,16] [--prompt-len 64] "
-                         "[--max-tokens 128] [--strategy NAME] [--threads N] [--profile] [--enforce-eager] [--kv-cache-mb N]\n");
+                         "[--max-tokens 128] [--strategy NAME] [--threads N] [--profile] [--enforce-eager] [--kv-cache-mb N] "
+                         "[--load-format auto|dummy] [--mode2 REQUESTS [--max-active N]]\n");
     return 2;
   }
   const int prompt_len = std::stoi(flag(argc, argv, "--prompt-len", "64"));
@@ -56,6 +58,7 @@ int main(int argc, char** argv) {
   opts.profile_ops = has_flag(argc, argv, "--profile");
   opts.enforce_eager = has_flag(argc, argv, "--enforce-eager");
   opts.kv_cache_memory_bytes = std::stoll(flag(argc, argv, "--kv-cache-mb", "0")) << 20;
+  opts.load_format = flag(argc, argv, "--load-format", opts.load_format);
   opts.max_num_seqs = 512;
   opts.num_threads = std::stoi(flag(argc, argv, "--threads", "0"));
   jet::Engine engine(opts);

@@ -4,6 +4,7 @@
     make_tiny_model.py --arch {sdar,sdar_moe,llada} --out DIR [--seed N] [--vocab small|qwen3 | --tokenizer DIR]
         [--layers L --hidden H --heads N --kv-heads K --head-dim D --intermediate I]
         [--experts E --top-k K --moe-intermediate M] [--block-size B] [--dtype bf16|f16|f32] [--shards K]
+        [--no-weights]
 
 Output: config.json (the keys the real checkpoints use, reference/models.md), generation_config.json,
 model.safetensors (or K shards + model.safetensors.index.json), tokenizer.json, tokenizer_config.json.
@@ -11,6 +12,8 @@ model.safetensors (or K shards + model.safetensors.index.json), tokenizer.json, 
 with the demo model's tokenizer, to exercise its harness before the trained weights exist).
 Weights are random but deterministic for a seed (NumPy PCG64), scaled so that logits have a standard
 deviation of about 2: the output distribution of a tiny model is neither flat nor one-hot.
+--no-weights writes everything but the safetensors (seconds instead of minutes at SDAR-4B's shapes),
+for the engine's `load_format` "dummy", which makes random weights of config.json's shapes itself.
 NumPy only: no torch, no network.
 """
 import argparse
@@ -49,6 +52,7 @@ def parse_args(argv):
     p.add_argument("--block-size", type=int, help="default 4; sdar families only (LLaDA configs have no such key)")
     p.add_argument("--dtype", choices=DTYPES, default="bf16")
     p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--no-weights", action="store_true", help="config and tokenizer only (load_format dummy)")
     args = p.parse_args(argv)
     llada = args.arch == "llada"
     if args.kv_heads is None:
@@ -304,6 +308,10 @@ def main(argv=None):
     write_json(out / "generation_config.json", generation_config(args, vocab))
     write_json(out / "tokenizer_config.json", vocab.tokenizer_config)
     (out / "tokenizer.json").write_text(json.dumps(vocab.tokenizer, ensure_ascii=False), encoding="utf-8")
+    if args.no_weights:  # and no stale checkpoint of an earlier run beside the new config
+        for stale in [*out.glob("model*.safetensors"), out / "model.safetensors.index.json"]:
+            stale.unlink(missing_ok=True)
+        return
     rng = np.random.Generator(np.random.PCG64(args.seed))
     write_weights(out, specs, rng, st_dtype, args.shards)
 

@@ -60,6 +60,9 @@ Engine
   --threads N               CPU threads (default: all cores)
   --no-prefix-caching       do not share KV pages of identical prompt prefixes
   --enforce-eager           CUDA: no CUDA graphs (launch every op of every forward)
+  --load-format auto|dummy  dummy: random weights of the model's shapes instead of its
+                            safetensors (benchmarks; the folder needs config.json and the
+                            tokenizer only) (default auto)
 )";
 
 std::vector<Prompt> read_prompts(const ArgParser& args) {
@@ -134,6 +137,7 @@ EngineOptions read_engine_options(const ArgParser& args) {
   o.num_threads = static_cast<int>(args.get_int("--threads", o.num_threads));
   o.enable_prefix_caching = !args.has("--no-prefix-caching");
   o.enforce_eager = args.has("--enforce-eager");
+  o.load_format = args.get("--load-format").value_or(o.load_format);
   return o;
 }
 
@@ -158,7 +162,7 @@ int cmd_generate(const Args& raw) {
                   "--repetition-penalty", "--max-tokens", "--block-length", "--denoising-steps", "--strategy",
                   "--dynamic-threshold", "--dynamic-factor", "--eb-threshold", "--seed", "--stop-token-ids",
                   "--device", "--max-num-seqs", "--max-model-len", "--kv-page-size", "--kv-cache-mb", "--kv-pages",
-                  "--gpu-memory-utilization", "--mask-token-id", "--threads"},
+                  "--gpu-memory-utilization", "--mask-token-id", "--threads", "--load-format"},
                  {"--chat", "--json", "--ignore-eos", "--no-prefix-caching", "--enforce-eager", "--help"});
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);

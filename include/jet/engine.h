@@ -19,6 +19,9 @@ namespace jet {
 // Engine-wide settings (the original JetEngine's Config fields where they apply).
 struct EngineOptions {
   std::string model;              // HF folder: config.json, *.safetensors, tokenizer.json
+  // "auto": the folder's safetensors; "dummy": random weights of the model's shapes (seed 0; for
+  // benchmarks: the folder then needs config.json and the tokenizer only, as in vLLM).
+  std::string load_format = "auto";
   std::string device = "auto";    // "cpu", "cuda" or "auto"
   int32_t mask_token_id = -1;     // -1: the model's (config.json, else the family default)
   int block_length = 0;           // 0: the model's training block size

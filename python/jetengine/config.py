@@ -13,6 +13,7 @@ from ._checks import check_bool, check_choice, check_float, check_int
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "bfloat16", "float16", "float32")
+LOAD_FORMATS = ("auto", "dummy")
 
 
 @dataclass
@@ -41,7 +42,9 @@ class Config:
         (the original defaulted to 4, which every released SDAR model uses).
     dtype: no effect; the backend picks its compute dtype (CPU: float32, CUDA: bfloat16).
     Ours: device ("auto", "cpu", "cuda"); num_threads (CPU threads, 0 = all cores);
-    kv_cache_memory_bytes (KV-cache budget, 0 = the backend's default); enable_prefix_caching.
+    kv_cache_memory_bytes (KV-cache budget, 0 = the backend's default); enable_prefix_caching;
+    load_format ("auto": the folder's safetensors; "dummy": random weights of config.json's shapes,
+    for benchmarks, as in vLLM: the folder needs config.json and the tokenizer only).
     """
 
     model: str
@@ -64,6 +67,7 @@ class Config:
     num_threads: int = 0
     kv_cache_memory_bytes: int = 0
     enable_prefix_caching: bool = True
+    load_format: str = "auto"
 
     def __post_init__(self):
         if not isinstance(self.model, (str, os.PathLike)):
@@ -96,6 +100,7 @@ class Config:
         check_int("num_threads", self.num_threads, minimum=0, maximum=2**31 - 1)
         check_int("kv_cache_memory_bytes", self.kv_cache_memory_bytes, minimum=0)
         check_bool("enable_prefix_caching", self.enable_prefix_caching)
+        check_choice("load_format", self.load_format, LOAD_FORMATS)
 
     @classmethod
     def from_kwargs(cls, model, kwargs):
@@ -122,4 +127,5 @@ class Config:
         options.num_threads = self.num_threads
         options.enforce_eager = self.enforce_eager
         options.gpu_memory_utilization = self.gpu_memory_utilization
+        options.load_format = self.load_format
         return options

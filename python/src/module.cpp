@@ -28,7 +28,8 @@ void bind_options(py::module_& m) {
       .def_readwrite("num_threads", &jet::EngineOptions::num_threads)
       .def_readwrite("profile_ops", &jet::EngineOptions::profile_ops)
       .def_readwrite("enforce_eager", &jet::EngineOptions::enforce_eager)
-      .def_readwrite("gpu_memory_utilization", &jet::EngineOptions::gpu_memory_utilization);
+      .def_readwrite("gpu_memory_utilization", &jet::EngineOptions::gpu_memory_utilization)
+      .def_readwrite("load_format", &jet::EngineOptions::load_format);
 
   py::class_<jet::SamplingParams>(m, "SamplingParams", "jet::SamplingParams (include/jet/engine.h)")
       .def(py::init<>())

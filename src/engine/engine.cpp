@@ -61,9 +61,11 @@ Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts
   JET_CHECK(options.kvcache_page_size >= 1, "kvcache_page_size must be >= 1, got ", options.kvcache_page_size);
   JET_CHECK(options.gpu_memory_utilization > 0 && options.gpu_memory_utilization <= 1,
             "gpu_memory_utilization must be in (0, 1], got ", options.gpu_memory_utilization);
+  JET_CHECK(options.load_format == "auto" || options.load_format == "dummy",
+            "load_format must be 'auto' or 'dummy', got '", options.load_format, "'");
   backend = make_backend(options.device, options.num_threads);
   if (options.profile_ops) backend = make_profiling_backend(std::move(backend), op_profile);
-  model = load_model(options.model, *backend);
+  model = load_model(options.model, *backend, options.load_format == "dummy");
   const ModelConfig& c = model->config();
 
   block_length = options.block_length > 0 ? options.block_length : c.block_size;

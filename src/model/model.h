@@ -75,7 +75,8 @@ class Model {
   std::vector<Buffer> scratch_;  // activation buffers, grown on demand and reused
 };
 
-// Reads config.json and the checkpoint in `dir`, validates every tensor, and uploads the weights.
-std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend);
+// Reads config.json and the checkpoint in `dir`, validates every tensor, and uploads the weights;
+// with random_weights, reads config.json only and uploads RandomWeights (seed 0) instead.
+std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend, bool random_weights = false);
 
 }  // namespace jet

@@ -2,10 +2,12 @@
 // load_model. Tensor names come from weight_map (the one place that knows each family's names);
 // projections that run as one GEMM are stacked here (q|k|v, gate|up) and converted to the
 // backend's compute dtype. Each checkpoint tensor's place is remembered for in-place updates.
+// load_model can also fill the model with random weights (model/random_weights.h) instead.
 #include <vector>
 
 #include "model/checkpoint.h"
 #include "model/model.h"
+#include "model/random_weights.h"
 #include "model/weight_map.h"
 
 namespace jet {
@@ -20,6 +22,10 @@ class TensorWriter {
   void write(const TensorInfo& t, void* dst) {
     const DType dtype = backend_.compute_dtype();
     const size_t n = static_cast<size_t>(t.numel());
+    if (t.dtype == dtype) {  // a bf16 checkpoint on the GPU: no conversion (8 GB for SDAR-4B)
+      backend_.upload(dst, t.data, n * dtype_size(dtype));
+      return;
+    }
     staging_f32_.resize(n);
     convert_to_f32(t.dtype, t.data, staging_f32_.data(), n);
     const void* src = staging_f32_.data();
@@ -149,9 +155,13 @@ void Model::release() {
   scratch_.clear();
 }
 
-std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend) {
+std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend, bool random_weights) {
   auto model = std::make_unique<Model>(load_model_config(dir), backend);
-  model->load(Checkpoint(dir));
+  if (random_weights) {
+    model->load(RandomWeights(model->config(), 0));
+  } else {
+    model->load(Checkpoint(dir));
+  }
   return model;
 }
 

@@ -8,8 +8,9 @@
 #
 # BUILD_DIR must hold tests/gpu/test_ops, apps/cli/jetengine and bench/throughput (see
 # tests/gpu/run.sh and bench/run_gpu.sh); MODEL_DIR is a model of SDAR-4B's shapes (bench/run_gpu.sh
-# makes one). Logs go to $OUT when set, else BUILD_DIR/gpu-logs; a summary is printed. Each step
-# has a time limit and runs even when an earlier one failed; the exit status is non-zero if any did.
+# makes one, build/models/sdar-4b-shapes: config and tokenizer only, run with --load-format dummy).
+# Logs go to $OUT when set, else BUILD_DIR/gpu-logs; a summary is printed. Each step has a time
+# limit and runs even when an earlier one failed; the exit status is non-zero if any did.
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -41,14 +42,18 @@ step memcheck_engine 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$
   --model models/sdar-tiny-arith --prompts "$prompts" --chat --temperature 0 --device cuda --max-active 2
 rm -f "$prompts"
 
-long=(--model "$model" --device cuda --batches 32 --prompt-len 2048 --max-tokens 1024)
+# A model folder without a checkpoint (bench/run_gpu.sh's) runs with random weights of its shapes.
+weights=()
+compgen -G "$model/*.safetensors" >/dev/null || weights=(--load-format dummy)
+long=(--model "$model" "${weights[@]}" --device cuda --batches 32 --prompt-len 2048 --max-tokens 1024)
 step long_context 150 "$build/bench/throughput" "${long[@]}"
 step long_context_profile 200 "$build/bench/throughput" "${long[@]}" --profile
 # Skips the 36 prefill launches of the warm-up and a few denoise ones; ncu replays each profiled
 # kernel, so only 3 are taken. A small KV cache leaves ncu room to save and restore device memory
 # for its replays (with the default budget, the cache takes ~120 GB and ncu failed to profile).
 step ncu_attention 150 ncu --clock-control none -k regex:attention_kernel -s 40 -c 3 --section SpeedOfLight \
-  --section LaunchStats --section Occupancy "$build/bench/throughput" --model "$model" --device cuda --batches 32 \
+  --section LaunchStats --section Occupancy "$build/bench/throughput" --model "$model" "${weights[@]}" \
+  --device cuda --batches 32 \
   --prompt-len 2048 --max-tokens 8 --enforce-eager --kv-cache-mb 16384
 grep -E 'attention_kernel|DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Grid Size' \
   "$logs/ncu_attention.log" | head -n 24

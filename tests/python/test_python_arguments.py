@@ -37,7 +37,7 @@ def test_the_originals_defaults():
                           diversity_enforce=False, diversity_enforce_barrier=100, epsilon_greedy=False, epsilon=0.1,
                           kvcache_block_size=256, num_kvcache_blocks=-1, mask_token_id=-1, block_length=None,
                           dtype="auto", device="auto", num_threads=0, kv_cache_memory_bytes=0,
-                          enable_prefix_caching=True)
+                          enable_prefix_caching=True, load_format="auto")
 
 
 def test_config_reaches_the_engine(model):
@@ -56,6 +56,17 @@ def test_cuda_options_reach_the_engine_options(model):
     assert (options.enforce_eager, options.gpu_memory_utilization) == (True, 0.5)
     options = Config(model).engine_options()
     assert (options.enforce_eager, options.gpu_memory_utilization) == (False, pytest.approx(0.8))
+
+
+def test_dummy_load_format_needs_no_checkpoint(tmp_path):
+    folder = tmp_path / "shapes"
+    make_tiny_model("sdar", folder, 4, "--no-weights")
+    assert not list(folder.glob("*.safetensors"))
+    llm = LLM(str(folder), load_format="dummy", **ENGINE)
+    out = llm.generate([[5, 6, 7, 8]], SamplingParams(temperature=0, max_tokens=8, ignore_eos=True), use_tqdm=False)[0]
+    assert len(out["completion_ids"]) == 8 and all(lp <= 0 for lp in out["logprobs"])
+    with pytest.raises(ValueError, match="safetensors|checkpoint|model.safetensors"):
+        LLM(str(folder), **ENGINE)  # "auto" reads the checkpoint, which is not there
 
 
 def test_sampling_params_map_onto_the_engine():
@@ -91,6 +102,7 @@ def test_unknown_keyword_arguments_are_type_errors(model):
     (dict(dtype="int8"), ValueError, "dtype"),
     (dict(device="tpu"), ValueError, "device"),
     (dict(num_threads=-1), ValueError, "num_threads"),
+    (dict(load_format="pt"), ValueError, "load_format"),
 ])
 def test_bad_engine_arguments_name_themselves(model, kwargs, error, name):
     with pytest.raises(error, match=name):

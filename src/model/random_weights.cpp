@@ -1,0 +1,57 @@
+// RandomWeights: every expected tensor (weight_map.h) filled from a counter-based generator.
+#include "model/random_weights.h"
+
+#include <cmath>
+
+#include "core/dtype.h"
+#include "model/weight_map.h"
+
+namespace jet {
+
+namespace {
+
+constexpr float kLogitStd = 2.0f;   // tools/make_tiny_model.py's LOGIT_STD
+constexpr float kNormNoise = 0.05f;  // and its NORM_NOISE
+
+// splitmix64 of (seed, tensor, element): independent of thread count and order.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Uniform on [-sqrt(3), sqrt(3)): mean 0, variance 1.
+float unit_uniform(uint64_t seed, uint64_t tensor, uint64_t i) {
+  const uint64_t bits = mix(seed ^ mix(tensor ^ mix(i)));
+  const float u = static_cast<float>(bits >> 40) * 0x1.0p-24f;  // [0, 1)
+  return (2.0f * u - 1.0f) * 1.7320508f;
+}
+
+}  // namespace
+
+RandomWeights::RandomWeights(const ModelConfig& config, uint64_t seed)
+    : tensors_("random weights (load_format dummy)") {
+  const ModelWeightNames names = model_weight_names(config);
+  const std::vector<ExpectedTensor> expected = expected_tensors(config);
+  storage_.resize(expected.size());
+  for (size_t k = 0; k < expected.size(); ++k) {
+    const ExpectedTensor& t = expected[k];
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    const bool is_norm = t.shape.size() == 1;
+    const float fan_in = static_cast<float>(t.shape.back());
+    const float scale = is_norm                   ? kNormNoise
+                        : t.name == names.embed   ? 1.0f
+                        : t.name == names.lm_head ? kLogitStd / std::sqrt(fan_in)
+                                                  : 1.0f / std::sqrt(fan_in);
+    const float offset = is_norm ? 1.0f : 0.0f;
+    std::vector<uint16_t>& data = storage_[k];
+    data.resize(static_cast<size_t>(n));
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) data[i] = f32_to_bf16(offset + scale * unit_uniform(seed, k, i));
+    tensors_.add(TensorInfo{t.name, DType::BF16, t.shape, data.data(), data.size() * sizeof(uint16_t)});
+  }
+}
+
+}  // namespace jet
