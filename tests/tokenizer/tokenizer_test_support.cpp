@@ -6,7 +6,9 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <stdexcept>
+#include <vector>
 
 #include "tokenizer/byte_level.h"
 
@@ -52,11 +54,39 @@ nlohmann::json tiny_tokenizer_json(const std::vector<std::pair<std::string, std:
   };
 }
 
+namespace {
+
+// The folders this test process made, removed when it exits (each test runs as its own process,
+// so they would otherwise pile up in the temporary directory, one per test and run).
+class TempFolders {
+ public:
+  ~TempFolders() {
+    std::error_code ignored;
+    for (const fs::path& p : paths_) fs::remove_all(p, ignored);
+  }
+  void add(const fs::path& p) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    paths_.push_back(p);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<fs::path> paths_;
+};
+
+TempFolders& temp_folders() {
+  static TempFolders folders;
+  return folders;
+}
+
+}  // namespace
+
 std::string write_temp_file(const std::string& name, const std::string& content) {
   static std::atomic<int> counter{0};
   const fs::path dir = fs::temp_directory_path() /
                        ("jet_tokenizer_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
   fs::create_directories(dir);
+  temp_folders().add(dir);
   const fs::path path = dir / name;
   std::ofstream(path, std::ios::binary) << content;
   return path.string();

@@ -24,7 +24,8 @@ std::vector<nlohmann::json> read_cases(const std::string& name);
 // one id per merge, in order, for the merged token. Tests change fields to probe one feature.
 nlohmann::json tiny_tokenizer_json(const std::vector<std::pair<std::string, std::string>>& merges = {});
 
-// Writes `content` to a fresh file in a temporary folder and returns its path.
+// Writes `content` to a fresh file in a temporary folder and returns its path. The folders are
+// removed when the test process exits.
 std::string write_temp_file(const std::string& name, const std::string& content);
 // Writes tokenizer.json (and tokenizer_config.json unless null) into a fresh folder.
 std::string write_temp_dir(const nlohmann::json& tokenizer_json, const nlohmann::json& config);
