@@ -263,12 +263,17 @@ def random_weight(rng, shape, kind):
     return x * np.float32(1.0 / np.sqrt(fan_in))
 
 
+def remove_checkpoint(out):
+    """A previous run's checkpoint (with another --shards, or before --no-weights) would confuse loaders."""
+    for stale in [*out.glob("model*.safetensors"), out / "model.safetensors.index.json"]:
+        stale.unlink(missing_ok=True)
+
+
 def write_weights(out, specs, rng, dtype, shards):
     if shards > len(specs):
         raise SystemExit(f"--shards {shards} exceeds the number of tensors ({len(specs)})")
     tensors = {name: random_weight(rng, shape, kind) for name, shape, kind in specs}
-    for stale in [*out.glob("model*.safetensors"), out / "model.safetensors.index.json"]:
-        stale.unlink(missing_ok=True)  # a previous run with another --shards would confuse loaders
+    remove_checkpoint(out)
     if shards == 1:
         safetensors_io.write_safetensors(out / "model.safetensors", tensors, dtype)
         return
@@ -308,9 +313,8 @@ def main(argv=None):
     write_json(out / "generation_config.json", generation_config(args, vocab))
     write_json(out / "tokenizer_config.json", vocab.tokenizer_config)
     (out / "tokenizer.json").write_text(json.dumps(vocab.tokenizer, ensure_ascii=False), encoding="utf-8")
-    if args.no_weights:  # and no stale checkpoint of an earlier run beside the new config
-        for stale in [*out.glob("model*.safetensors"), out / "model.safetensors.index.json"]:
-            stale.unlink(missing_ok=True)
+    if args.no_weights:
+        remove_checkpoint(out)
         return
     rng = np.random.Generator(np.random.PCG64(args.seed))
     write_weights(out, specs, rng, st_dtype, args.shards)

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "jet/engine.h"
-#include "tiny_model_folder.h"
+#include "engine_test_util.h"
 
 namespace {
 

@@ -7,25 +7,17 @@
 
 #include "core/error.h"
 #include "jet/engine.h"
-#include "tiny_model_folder.h"
+#include "engine_test_util.h"
 
 namespace {
 
 jet::EngineOptions dummy_options(const std::string& dir) {
-  jet::EngineOptions o;
-  o.model = dir;
-  o.device = "cpu";
+  jet::EngineOptions o = jet::test::cpu_options(dir);
   o.load_format = "dummy";
   return o;
 }
 
-std::vector<jet::GenerationOutput> greedy(jet::Engine& engine) {
-  jet::SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = 8;
-  p.ignore_eos = true;
-  return engine.generate({std::vector<int32_t>{5, 6, 7, 8, 9, 10}, std::vector<int32_t>{11, 12, 13}}, {p});
-}
+std::vector<jet::GenerationOutput> greedy(jet::Engine& engine) { return jet::test::greedy_decode(engine, 8); }
 
 }  // namespace
 

@@ -7,19 +7,13 @@
 #include "core/error.h"
 #include "jet/engine.h"
 #include "model/checkpoint.h"
-#include "tiny_model_folder.h"
+#include "engine_test_util.h"
 
 namespace {
 
 std::string tiny_model(int seed) { return jet::test::tiny_model_folder("--arch sdar --seed " + std::to_string(seed)); }
 
-std::vector<jet::GenerationOutput> greedy(jet::Engine& engine) {
-  jet::SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = 12;
-  p.ignore_eos = true;
-  return engine.generate({std::vector<int32_t>{5, 6, 7, 8, 9, 10}, std::vector<int32_t>{11, 12, 13}}, {p});
-}
+std::vector<jet::GenerationOutput> greedy(jet::Engine& engine) { return jet::test::greedy_decode(engine, 12); }
 
 // Every tensor of a checkpoint as views (the checkpoint must outlive them).
 std::vector<jet::WeightView> views_of(const jet::Checkpoint& ckpt) {
@@ -32,12 +26,7 @@ std::vector<jet::WeightView> views_of(const jet::Checkpoint& ckpt) {
   return views;
 }
 
-jet::EngineOptions options(const std::string& dir) {
-  jet::EngineOptions o;
-  o.model = dir;
-  o.device = "cpu";
-  return o;
-}
+jet::EngineOptions options(const std::string& dir) { return jet::test::cpu_options(dir); }
 
 class EngineWeights : public ::testing::Test {
  protected:

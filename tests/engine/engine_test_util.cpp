@@ -1,5 +1,5 @@
-// Implementation of tiny_model_folder.h.
-#include "tiny_model_folder.h"
+// Implementation of engine_test_util.h.
+#include "engine_test_util.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -40,6 +40,21 @@ std::string tiny_model_folder(const std::string& args) {
                           " --out " + pattern + " > /dev/null";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   return pattern;
+}
+
+EngineOptions cpu_options(const std::string& dir) {
+  EngineOptions o;
+  o.model = dir;
+  o.device = "cpu";
+  return o;
+}
+
+std::vector<GenerationOutput> greedy_decode(Engine& engine, int max_tokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return engine.generate({std::vector<int32_t>{5, 6, 7, 8, 9, 10}, std::vector<int32_t>{11, 12, 13}}, {p});
 }
 
 }  // namespace jet::test
