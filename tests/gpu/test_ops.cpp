@@ -26,8 +26,14 @@ std::string shape_name(const char* op, std::initializer_list<int64_t> dims) {
 }
 
 void test_matmul(Report& report, Twins& tw, std::mt19937& rng) {
+  // cuBLASLt's shapes, then those of the weight-streaming kernel (skinny_gemm.cu: up to 8 rows, K a
+  // multiple of 8) and the first past it (9, 16 rows): one row, up to 8; column counts that leave
+  // a partial 16-column CTA; K that leaves a partial 32-wide chunk (264, 40, 1000) or a partial
+  // round of the 8 warps; few columns and long K (2,565 x 2,560, 151 x 9,728: K split across CTAs).
   for (auto [M, N, K] : {std::tuple{1, 1, 1}, std::tuple{7, 13, 11}, std::tuple{3, 1001, 97}, std::tuple{601, 5, 97},
-                         std::tuple{33, 257, 130}, std::tuple{130, 96, 2560}, std::tuple{5, 3, 0}}) {
+                         std::tuple{33, 257, 130}, std::tuple{130, 96, 2560}, std::tuple{5, 3, 0}, std::tuple{1, 1, 8},
+                         std::tuple{4, 2565, 2560}, std::tuple{8, 13, 264}, std::tuple{9, 40, 40},
+                         std::tuple{16, 1029, 1000}, std::tuple{3, 151, 9728}}) {
     for (DType out_dtype : {DType::BF16, DType::F32}) {
       const std::string name = shape_name("matmul", {M, N, K}) + (out_dtype == DType::F32 ? " -> f32" : " -> bf16");
       report.run(name, [&, M = M, N = N, K = K] {
@@ -42,7 +48,7 @@ void test_matmul(Report& report, Twins& tw, std::mt19937& rng) {
   }
   // Operands that start one row into their buffers: with an odd K the rows are only 2-byte
   // aligned, which the plan (made for this alignment) must handle.
-  for (auto [M, N, K] : {std::tuple{9, 17, 33}, std::tuple{64, 64, 64}}) {
+  for (auto [M, N, K] : {std::tuple{9, 17, 33}, std::tuple{64, 64, 64}, std::tuple{5, 17, 40}}) {
     const std::string name = shape_name("matmul offset operands", {M, N, K});
     report.run(name, [&, M = M, N = N, K = K] {
       Twin x = tw.floats({M + 1, K}, random_bf16(rng, size_t(M + 1) * K));

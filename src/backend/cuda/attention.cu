@@ -6,7 +6,9 @@
 // range). A query row is a (new token, q head of the kv head's group) pair, so the nh / nkv heads
 // that read one kv head share every K/V tile the CTA loads: a sequence has num_new * group rows.
 // Keys stream through shared memory in tiles of 64, gathered row by row through the page table
-// with cp.async into two stages (the next tile loads while the warps compute on the current one).
+// with cp.async into two stages (the next tile loads while the warps compute on the current one;
+// a third stage for denoise rows over long prefixes, with 2 CTAs per multiprocessor instead of 3,
+// measured no faster at 2,048 keys and 3% slower in streaming, 2026-12-01 run 11).
 // The 4 warps divide a tile by rows or by keys, picked from the rows a sequence has:
 //   * prefill (more than 32 rows): each warp owns 16 rows and all 64 keys of every tile;
 //   * denoise (at most 16 rows, e.g. B = 4 tokens x 4 heads): the 4 warps share the 16 rows and
@@ -124,6 +126,7 @@ __device__ __forceinline__ void mma_bf16(float (&acc)[4], const uint32_t (&a)[4]
 // One thread per 16-byte chunk of a new token's K or V row; grid (chunks of the longest sequence,
 // sequences) so no thread has to search which sequence its token belongs to.
 __global__ void write_kv_kernel(const Params p) {
+  await_previous_kernel();
   const int seq = blockIdx.y;
   const int seq_begin = p.seq_starts[seq], num_new = p.seq_starts[seq + 1] - seq_begin;
   const int chunks_per_row = p.nkv * p.hd / 8;  // of K (and of V) per token
@@ -299,6 +302,7 @@ __device__ void attend_tile(const Params& p, const uint32_t (&q_frag)[HD / 16][4
 // cache rows ([page, slot, kv head, dim] layout) rather than one piece of many rows.
 template <int HD, int RowWarps>
 __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
+  await_previous_kernel();
   using Cfg = Config<HD, RowWarps>;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* stages = reinterpret_cast<bf16*>(smem);
@@ -447,6 +451,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
 
 // One warp per output row (token, q head): merges the splits' partial outputs.
 __global__ void combine_splits_kernel(const Params p) {
+  await_previous_kernel();
   const int64_t rows = int64_t{p.num_tokens} * p.nh;
   const int64_t row = int64_t{blockIdx.x} * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows) return;
@@ -520,92 +525,68 @@ BatchShape validate_batch(const ForwardBatch& batch, int64_t T, int page_size, i
   return shape;
 }
 
-// Above 48 KB of dynamic shared memory a kernel must opt in, once per process (before launches
-// and before occupancy queries).
-template <int HD, int RowWarps>
-void opt_in_shared_memory() {
-  static const bool opted_in = [] {
-    JET_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<HD, RowWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(Config<HD, RowWarps>::kSmemBytes)));
-    return true;
-  }();
-  (void)opted_in;
-}
-
-template <int HD, int RowWarps>
-void launch_attention(const Params& p, int max_rows, int num_seqs, cudaStream_t stream) {
-  using Cfg = Config<HD, RowWarps>;
-  opt_in_shared_memory<HD, RowWarps>();
-  const dim3 grid(p.nkv * p.num_splits, (max_rows + Cfg::kBlockRows - 1) / Cfg::kBlockRows, num_seqs);
-  JET_CHECK(grid.y <= 65535, "attention: ", max_rows, " query rows in one sequence exceed the grid's limit");
-  attention_kernel<HD, RowWarps><<<grid, kThreads, Cfg::kSmemBytes, stream>>>(p);
-  check_launch("attention_kernel");
-}
-
-template <int HD>
-void launch_attention_for_rows(const Params& p, int row_warps, int max_rows, int num_seqs, cudaStream_t stream) {
-  switch (row_warps) {
-    case 1:
-      return launch_attention<HD, 1>(p, max_rows, num_seqs, stream);
-    case 2:
-      return launch_attention<HD, 2>(p, max_rows, num_seqs, stream);
-    default:
-      return launch_attention<HD, 4>(p, max_rows, num_seqs, stream);
-  }
-}
-
-// CTAs of the kernel configuration one multiprocessor holds at once.
-template <int HD, int RowWarps>
-int resident_ctas_per_sm() {
-  static const int count = [] {
-    opt_in_shared_memory<HD, RowWarps>();
-    int n = 0;
-    JET_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_kernel<HD, RowWarps>, kThreads,
-                                                                 Config<HD, RowWarps>::kSmemBytes));
-    return std::max(n, 1);
-  }();
-  return count;
-}
-
-template <int HD>
-int resident_ctas_for_rows(int row_warps) {
-  return row_warps == 1 ? resident_ctas_per_sm<HD, 1>() : row_warps == 2 ? resident_ctas_per_sm<HD, 2>()
-                                                                         : resident_ctas_per_sm<HD, 4>();
-}
+// What the launch of any configuration needs besides the kernel parameters.
+struct LaunchShape {
+  int max_rows = 0, num_seqs = 0;  // query rows of the longest sequence; sequences
+  int64_t row_tiles = 0;           // sum over sequences of their row tiles (of this configuration)
+  int64_t key_bound = 0;           // the page table's width in keys
+  int64_t partial_bytes = 0;       // one split's partial results
+  void* scratch = nullptr;         // for the partial results (the GEMM workspace)
+  size_t scratch_bytes = 0;
+};
 
 // Splits of the key range, used only when the CTAs alone do not fill one wave (multiprocessors x
 // resident CTAs each): with many short CTAs, splitting adds per-CTA and merge work for nothing.
-// Below one wave the count is chosen by how full the launched waves are, since a last wave that
-// is mostly empty idles the GPU for a whole CTA time (256 CTAs on 396 slots take two waves for
-// 1.3 waves of work, 3 splits take two waves for 1.9): the fewest splits within 10% of the best
-// fill. Bounds: at most two waves' worth of CTAs, at least kMinKeysPerSplit keys per split, and
-// no more partial results than the scratch space holds.
-int choose_splits(int64_t ctas, int resident_per_sm, int64_t key_bound, int64_t partial_bytes_per_split,
-                  size_t scratch_bytes) {
-  int device = 0, sms = 0;
-  JET_CUDA_CHECK(cudaGetDevice(&device));
-  JET_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+// Below one wave the count is chosen by how full the launched waves are. Bounds: at most two
+// waves' worth of CTAs, at least kMinKeysPerSplit keys per split, and no more partial results
+// than the scratch space holds.
+int choose_splits(int64_t ctas, int resident_per_sm, const LaunchShape& l) {
   ctas = std::max<int64_t>(ctas, 1);
-  const int64_t slots = int64_t{sms} * resident_per_sm;
+  const int64_t slots = int64_t{multiprocessor_count()} * resident_per_sm;
   if (ctas >= slots) return 1;
   const int64_t by_waves = (2 * slots + ctas - 1) / ctas;
-  const int64_t by_keys = key_bound / kMinKeysPerSplit;
-  const int64_t by_scratch = partial_bytes_per_split > 0 ? int64_t(scratch_bytes) / partial_bytes_per_split : 1;
-  const int64_t limit = std::max<int64_t>(1, std::min({by_waves, by_keys, by_scratch}));
-  // Share of the launched waves' slots that hold a CTA (below one wave, of the one wave).
-  auto fill = [&](int64_t splits) {
-    const int64_t total = ctas * splits;
-    return static_cast<double>(total) / static_cast<double>((total + slots - 1) / slots * slots);
-  };
-  double best = 0.0;
-  for (int64_t s = 1; s <= limit; ++s) best = std::max(best, fill(s));
-  for (int64_t s = 1; s <= limit; ++s) {
-    if (fill(s) >= 0.9 * best) return static_cast<int>(s);
-  }
-  return 1;
+  const int64_t by_keys = l.key_bound / kMinKeysPerSplit;
+  const int64_t by_scratch = l.partial_bytes > 0 ? int64_t(l.scratch_bytes) / l.partial_bytes : 1;
+  return splits_for_wave_fill(ctas, slots, std::max<int64_t>(1, std::min({by_waves, by_keys, by_scratch})));
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+// One configuration: its shared-memory opt-in (above 48 KB a kernel must ask, once per process,
+// before launches and occupancy queries) and resident CTAs per multiprocessor, the key splits,
+// the launch, and the merge of the splits.
+template <int HD, int RowWarps>
+void run_attention(Params p, const LaunchShape& l, cudaStream_t stream) {
+  using Cfg = Config<HD, RowWarps>;
+  static const int resident_per_sm = [] {
+    JET_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<HD, RowWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(Cfg::kSmemBytes)));
+    int n = 0;
+    JET_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_kernel<HD, RowWarps>, kThreads, Cfg::kSmemBytes));
+    return std::max(n, 1);
+  }();
+  p.num_splits = choose_splits(l.row_tiles * p.nkv, resident_per_sm, l);
+  if (p.num_splits > 1) {
+    p.partial_out = static_cast<float*>(l.scratch);
+    p.partial_stats = reinterpret_cast<float2*>(p.partial_out + int64_t{p.num_splits} * p.num_tokens * p.nh * HD);
+  }
+  const dim3 grid(p.nkv * p.num_splits, (l.max_rows + Cfg::kBlockRows - 1) / Cfg::kBlockRows, l.num_seqs);
+  JET_CHECK(grid.y <= 65535, "attention: ", l.max_rows, " query rows in one sequence exceed the grid's limit");
+  launch_kernel("attention_kernel", attention_kernel<HD, RowWarps>, grid, kThreads, Cfg::kSmemBytes, stream, p);
+  if (p.num_splits > 1) {
+    constexpr int kCombineWarps = 8;
+    const int64_t rows = int64_t{p.num_tokens} * p.nh;
+    launch_kernel("combine_splits_kernel", combine_splits_kernel, (rows + kCombineWarps - 1) / kCombineWarps,
+                  kCombineWarps * 32, 0, stream, p);
+  }
+}
+
+// The configuration for the rows: 16 rows per CTA (denoise), 32, or 64 (prefill).
+template <int HD>
+void run_attention_for_rows(const Params& p, int row_warps, const LaunchShape& l, cudaStream_t stream) {
+  if (row_warps == 1) return run_attention<HD, 1>(p, l, stream);
+  if (row_warps == 2) return run_attention<HD, 2>(p, l, stream);
+  return run_attention<HD, 4>(p, l, stream);
+}
 
 }  // namespace
 
@@ -620,7 +601,7 @@ void CudaBackend::attention(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache,
   check_tensor(out, "attention", "out", DType::BF16, {T, int64_t{nh} * hd});
   check_tensor(k_cache, "attention", "k_cache", DType::BF16, {-1, page_size, nkv, hd});
   check_tensor(v_cache, "attention", "v_cache", DType::BF16, {k_cache.dim(0), page_size, nkv, hd});
-  JET_CHECK(aligned16(qkv.data) && aligned16(out.data) && aligned16(k_cache.data) && aligned16(v_cache.data),
+  JET_CHECK(aligned_16({qkv.data, out.data, k_cache.data, v_cache.data}),
             "attention: qkv, out and the caches must start on 16-byte boundaries (vector loads)");
   const int group = nh / nkv;
   const BatchShape shape = validate_batch(batch, T, page_size, k_cache.dim(0), group);
@@ -648,47 +629,30 @@ void CudaBackend::attention(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache,
   // 1. Every new token's K and V into the cache first: this forward's queries attend each other.
   constexpr int kWriteThreads = 256;
   const int64_t write_chunks = int64_t{shape.max_new} * 2 * nkv * hd / 8;
-  write_kv_kernel<<<dim3((write_chunks + kWriteThreads - 1) / kWriteThreads, num_seqs), kWriteThreads, 0, stream_>>>(p);
-  check_launch("write_kv_kernel");
+  launch_kernel("write_kv_kernel", write_kv_kernel, dim3((write_chunks + kWriteThreads - 1) / kWriteThreads, num_seqs),
+                kWriteThreads, 0, stream_, p);
 
   // 2. Attention, split along the keys when the CTAs alone would leave the GPU idle (the key
   // bound comes from the page-table width so the choice does not depend on device data).
-  const int max_rows = shape.max_new * group;
-  const int row_warps = max_rows <= 16 ? 1 : max_rows <= 32 ? 2 : 4;
-  const int64_t row_tiles = row_warps == 1   ? shape.row_tiles_16
-                            : row_warps == 2 ? shape.row_tiles_32
-                                             : shape.row_tiles_64;
-  const int64_t partial_bytes = T * nh * (int64_t{hd} * sizeof(float) + sizeof(float2));
-  const int resident = hd == 16   ? resident_ctas_for_rows<16>(row_warps)
-                       : hd == 32 ? resident_ctas_for_rows<32>(row_warps)
-                       : hd == 64 ? resident_ctas_for_rows<64>(row_warps)
-                                  : resident_ctas_for_rows<128>(row_warps);
-  p.num_splits = choose_splits(row_tiles * nkv, resident, int64_t{batch.host.max_pages} * page_size, partial_bytes,
-                               gemm_workspace_bytes());
-  if (p.num_splits > 1) {
-    // The cuBLASLt workspace is idle between GEMMs on this stream, so the partial results borrow it.
-    p.partial_out = static_cast<float*>(gemm_workspace());
-    p.partial_stats = reinterpret_cast<float2*>(p.partial_out + int64_t{p.num_splits} * T * nh * hd);
-  }
+  LaunchShape l;
+  l.max_rows = shape.max_new * group;
+  l.num_seqs = num_seqs;
+  const int row_warps = l.max_rows <= 16 ? 1 : l.max_rows <= 32 ? 2 : 4;
+  l.row_tiles = row_warps == 1 ? shape.row_tiles_16 : row_warps == 2 ? shape.row_tiles_32 : shape.row_tiles_64;
+  l.key_bound = int64_t{batch.host.max_pages} * page_size;
+  // The cuBLASLt workspace is idle between GEMMs on this stream, so the partial results borrow it.
+  l.partial_bytes = T * nh * (int64_t{hd} * sizeof(float) + sizeof(float2));
+  l.scratch = gemm_workspace();
+  l.scratch_bytes = gemm_workspace_bytes();
   switch (hd) {
     case 16:
-      launch_attention_for_rows<16>(p, row_warps, max_rows, num_seqs, stream_);
-      break;
+      return run_attention_for_rows<16>(p, row_warps, l, stream_);
     case 32:
-      launch_attention_for_rows<32>(p, row_warps, max_rows, num_seqs, stream_);
-      break;
+      return run_attention_for_rows<32>(p, row_warps, l, stream_);
     case 64:
-      launch_attention_for_rows<64>(p, row_warps, max_rows, num_seqs, stream_);
-      break;
+      return run_attention_for_rows<64>(p, row_warps, l, stream_);
     default:
-      launch_attention_for_rows<128>(p, row_warps, max_rows, num_seqs, stream_);
-      break;
-  }
-  if (p.num_splits > 1) {
-    constexpr int kCombineWarps = 8;
-    const int64_t rows = T * nh;
-    combine_splits_kernel<<<(rows + kCombineWarps - 1) / kCombineWarps, kCombineWarps * 32, 0, stream_>>>(p);
-    check_launch("combine_splits_kernel");
+      return run_attention_for_rows<128>(p, row_warps, l, stream_);
   }
 }
 

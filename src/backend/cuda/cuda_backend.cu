@@ -1,9 +1,14 @@
-// CudaBackend's life cycle (device, stream, cuBLASLt handle and GEMM workspace, made once),
-// device memory and host<->device copies, the default KV-cache budget, the CUDA error checks,
-// and the factory functions registry.cpp calls.
+// CudaBackend's life cycle (device, stream, cuBLASLt handle, GEMM workspace and split counters,
+// made once), device memory and host<->device copies, the default KV-cache budget, the CUDA
+// error checks, the JET_PDL switch (kernel_util.cuh), and the factory functions registry.cpp calls.
 #include "backend/cuda/cuda_backend.h"
+
+#include <cstdlib>
+#include <string>
+
 #include "backend/cuda/cuda_factory.h"
 #include "backend/cuda/gemm_plans.h"
+#include "backend/cuda/kernel_util.cuh"
 
 namespace jet {
 
@@ -13,6 +18,8 @@ namespace {
 
 // cuBLASLt's guidance for Hopper: 32 MiB lets every algorithm it may pick run.
 constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
+// The few-rows matmul's counters (one per column tile it splits; it splits under 4 waves of tiles).
+constexpr int64_t kSplitCounters = 4096;
 // What stays free beside the KV cache for activations, MoE scratch and CUDA graph pools.
 constexpr size_t kKvMargin = size_t{1} << 30;
 
@@ -40,6 +47,14 @@ void check(cublasStatus_t status, const char* what) {
   }
 }
 
+bool programmatic_launch_enabled() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("JET_PDL");
+    return value == nullptr || std::string(value) != "0";
+  }();
+  return enabled;
+}
+
 bool device_available() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
@@ -56,8 +71,12 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     // Non-blocking: the legacy default stream (used by stray library calls) never serialises ours.
     JET_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     JET_CUDA_CHECK(cublasLtCreate(&lt_));
-    JET_CUDA_CHECK(cudaMalloc(&workspace_, kGemmWorkspaceBytes));
+    // The counters sit after the workspace, which other ops borrow as scratch, and stay zero.
+    JET_CUDA_CHECK(cudaMalloc(&workspace_, kGemmWorkspaceBytes + kSplitCounters * sizeof(int)));
     workspace_bytes_ = kGemmWorkspaceBytes;
+    split_counters_ = reinterpret_cast<int*>(static_cast<char*>(workspace_) + kGemmWorkspaceBytes);
+    num_split_counters_ = kSplitCounters;
+    JET_CUDA_CHECK(cudaMemset(split_counters_, 0, kSplitCounters * sizeof(int)));
     gemm_plans_ = std::make_unique<GemmPlans>(lt_, workspace_, workspace_bytes_);
   } catch (...) {
     release(stream_, lt_, workspace_);

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/decode_sampler.cuh"
+#include "backend/cuda/kernel_util.cuh"
 #include "sampling/remasking_rules.h"
 #include "sampling/rng.h"
 
@@ -80,6 +81,7 @@ __device__ int64_t logits_row(const StepArgs& a, const StepRow& r, const SlotPar
 
 // Block (i, j) = blockIdx.x = i * B + j samples position j of row i when it is masked.
 __global__ void __launch_bounds__(kSampleThreads, 2) sample_masked_positions(const StepArgs a) {
+  await_previous_kernel();
   __shared__ SamplerShared sm;
   const int B = a.block_length;
   const int i = blockIdx.x / B, j = blockIdx.x % B;
@@ -123,6 +125,7 @@ struct RankedScores {
 
 // Warp w of block b handles row b * kCommitWarps + w; lane l holds block positions l and l + 32.
 __global__ void __launch_bounds__(kCommitWarps * 32) commit_selected_positions(const StepArgs a) {
+  await_previous_kernel();
   __shared__ RankedScores ranked_scores[kCommitWarps];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int i = blockIdx.x * kCommitWarps + warp;
@@ -238,21 +241,27 @@ void CudaBackend::denoise_step(const Tensor& logits, const Tensor& rows, int num
   if (num_rows == 0) return;
   JET_CHECK(logits.data != nullptr && rows.data != nullptr, "denoise_step: tensor logits or rows has no data");
 
-  Candidate* candidates = nullptr;
+  // The candidates live in the GEMM workspace, idle after the LM head: an allocation inside the
+  // step would be a graph node between two kernels, where a programmatic launch cannot follow
+  // (the capture fails, kernel_util.cuh). Only more than a million positions need their own.
   const size_t positions = static_cast<size_t>(num_rows) * B;
-  JET_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&candidates), positions * sizeof(Candidate), stream()));
+  const bool own_candidates = positions * sizeof(Candidate) > gemm_workspace_bytes();
+  auto* candidates = static_cast<Candidate*>(gemm_workspace());
+  if (own_candidates) {
+    JET_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&candidates), positions * sizeof(Candidate), stream()));
+  }
   const StepArgs args{logits.ptr<float>(),         logits.dim(0),                rows.ptr<StepRow>(),
                       num_rows,                    st.num_slots,                 B,
                       V,                           st.seen_words,                st.params.ptr<SlotParams>(),
                       st.seen.ptr<uint32_t>(),     st.tokens.ptr<int32_t>(),     st.trajectory.ptr<int32_t>(),
                       st.logprobs.ptr<float>(),    st.entropies.ptr<float>(),    st.masks_left.ptr<int32_t>(),
                       candidates,                  fault_word().device};
-  sample_masked_positions<<<static_cast<unsigned>(positions), kSampleThreads, 0, stream()>>>(args);
-  JET_CUDA_CHECK(cudaGetLastError());
+  launch_kernel("sample_masked_positions", sample_masked_positions, static_cast<unsigned>(positions), kSampleThreads, 0,
+                stream(), args);
   const unsigned commit_blocks = static_cast<unsigned>((num_rows + kCommitWarps - 1) / kCommitWarps);
-  commit_selected_positions<<<commit_blocks, kCommitWarps * 32, 0, stream()>>>(args);
-  JET_CUDA_CHECK(cudaGetLastError());
-  JET_CUDA_CHECK(cudaFreeAsync(candidates, stream()));
+  launch_kernel("commit_selected_positions", commit_selected_positions, commit_blocks, kCommitWarps * 32, 0, stream(),
+                args);
+  if (own_candidates) JET_CUDA_CHECK(cudaFreeAsync(candidates, stream()));
 }
 
 }  // namespace jet::cuda

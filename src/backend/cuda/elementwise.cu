@@ -16,6 +16,7 @@ constexpr int kThreads = 256;
 // One block per token: its table row, or zeros when the id is outside the table; N elements per access.
 template <int N>
 __global__ void embedding_kernel(const int32_t* ids, const bf16* table, int64_t rows, int64_t H, bf16* out) {
+  await_previous_kernel();
   const int64_t t = blockIdx.x;
   const int32_t id = ids[t];
   const bool valid = id >= 0 && id < rows;
@@ -34,6 +35,7 @@ __global__ void embedding_kernel(const int32_t* ids, const bf16* table, int64_t 
 // 64-bit division per pack cost a third of the kernel's time).
 template <int N>
 __global__ void swiglu_kernel(const bf16* gate_up, int64_t T, int64_t inter, bf16* out) {
+  await_previous_kernel();
   const int64_t i = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) * N;
   if (i >= inter) return;
   for (int64_t t = blockIdx.y; t < T; t += gridDim.y) {
@@ -53,6 +55,7 @@ __global__ void swiglu_kernel(const bf16* gate_up, int64_t T, int64_t inter, bf1
 // the embedding turns into zero rows.
 __global__ void gather_block_tokens_kernel(const int32_t* tokens, int num_slots, int B, const int32_t* slots,
                                            int64_t count, int32_t* ids) {
+  await_previous_kernel();
   for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < count; k += int64_t{gridDim.x} * blockDim.x) {
     const int32_t slot = slots[k / B];
     ids[k] = slot >= 0 && slot < num_slots ? tokens[int64_t{slot} * B + k % B] : -1;
@@ -67,14 +70,9 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out)
   const int64_t T = ids.dim(0), rows = table.dim(0), H = table.dim(1);
   check_tensor(out, "embedding", "out", DType::BF16, {T, H});
   if (T == 0) return;
-  if (packs_of_8(H, {table.data, out.data})) {
-    embedding_kernel<8><<<static_cast<unsigned>(T), kThreads, 0, stream_>>>(ids.ptr<int32_t>(), table.ptr<bf16>(),
-                                                                           rows, H, out.ptr<bf16>());
-  } else {
-    embedding_kernel<1><<<static_cast<unsigned>(T), kThreads, 0, stream_>>>(ids.ptr<int32_t>(), table.ptr<bf16>(),
-                                                                           rows, H, out.ptr<bf16>());
-  }
-  check_launch("embedding_kernel");
+  launch_kernel("embedding_kernel", packs_of_8(H, {table.data, out.data}) ? embedding_kernel<8> : embedding_kernel<1>,
+                static_cast<unsigned>(T), kThreads, 0, stream_, ids.ptr<int32_t>(), table.ptr<bf16>(), rows, H,
+                out.ptr<bf16>());
 }
 
 void CudaBackend::swiglu(const Tensor& gate_up, Tensor& out) {
@@ -87,14 +85,10 @@ void CudaBackend::swiglu(const Tensor& gate_up, Tensor& out) {
   constexpr int64_t kMaxGridRows = 65535;  // grid.y limit; later rows by stride
   const auto grid_rows = static_cast<unsigned>(std::min(T, kMaxGridRows));
   // 16-byte accesses need both halves of every gate_up row and every out row 16-byte aligned.
-  if (packs_of_8(inter, {gate_up.data, out.data})) {
-    const dim3 grid(blocks_for(inter / 8, kThreads), grid_rows);
-    swiglu_kernel<8><<<grid, kThreads, 0, stream_>>>(gate_up.ptr<bf16>(), T, inter, out.ptr<bf16>());
-  } else {
-    const dim3 grid(blocks_for(inter, kThreads), grid_rows);
-    swiglu_kernel<1><<<grid, kThreads, 0, stream_>>>(gate_up.ptr<bf16>(), T, inter, out.ptr<bf16>());
-  }
-  check_launch("swiglu_kernel");
+  const bool packs = packs_of_8(inter, {gate_up.data, out.data});
+  const dim3 grid(blocks_for(packs ? inter / 8 : inter, kThreads), grid_rows);
+  launch_kernel("swiglu_kernel", packs ? swiglu_kernel<8> : swiglu_kernel<1>, grid, kThreads, 0, stream_,
+                gate_up.ptr<bf16>(), T, inter, out.ptr<bf16>());
 }
 
 void CudaBackend::gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) {
@@ -104,9 +98,8 @@ void CudaBackend::gather_block_tokens(const Tensor& blocks, const Tensor& slots,
   const int64_t n = slots.dim(0);
   check_tensor(ids, "gather_block_tokens", "ids", DType::I32, {n * B});
   if (n * B == 0) return;
-  gather_block_tokens_kernel<<<blocks_for(n * B, kThreads), kThreads, 0, stream_>>>(
-      blocks.ptr<int32_t>(), num_slots, B, slots.ptr<int32_t>(), n * B, ids.ptr<int32_t>());
-  check_launch("gather_block_tokens_kernel");
+  launch_kernel("gather_block_tokens_kernel", gather_block_tokens_kernel, blocks_for(n * B, kThreads), kThreads, 0,
+                stream_, blocks.ptr<int32_t>(), num_slots, B, slots.ptr<int32_t>(), n * B, ids.ptr<int32_t>());
 }
 
 }  // namespace jet::cuda

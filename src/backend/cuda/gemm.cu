@@ -1,10 +1,12 @@
-// The matmul op through cuBLASLt: out[M, N] = x[M, K] · w[N, K]ᵀ, bf16 operands, fp32
-// accumulation, bf16 or fp32 output (the LM head writes fp32 logits), and the plan cache
-// (gemm_plans.h) that makes each shape's descriptors and algorithm once.
+// The matmul op: out[M, N] = x[M, K] · w[N, K]ᵀ, bf16 operands, fp32 accumulation, bf16 or fp32
+// output (the LM head writes fp32 logits). Up to 8 rows it runs our weight-streaming kernel
+// (skinny_gemm.h), else cuBLASLt through the plan cache (gemm_plans.h) that makes each shape's
+// descriptors and algorithm once.
 #include <cstdint>
 
 #include "backend/cuda/gemm_plans.h"
 #include "backend/cuda/kernel_util.cuh"
+#include "backend/cuda/skinny_gemm.h"
 
 namespace jet::cuda {
 
@@ -108,6 +110,11 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   if (K == 0) {  // an empty sum; cuBLASLt rejects a zero inner dimension
     JET_CUDA_CHECK(cudaMemsetAsync(out.data, 0, out.nbytes(), stream_));
     return;
+  }
+  if (skinny_gemm_fits(x, w)) {
+    const SkinnyGemmScratch scratch{static_cast<float*>(workspace_), workspace_bytes_, split_counters_,
+                                    num_split_counters_};
+    return skinny_gemm(x, w, out, scratch, stream_);
   }
   GemmProblem problem;
   problem.m = M;

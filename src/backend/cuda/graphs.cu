@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "backend/cuda/cuda_backend.h"
+#include "core/log.h"
 
 namespace jet::cuda {
 
@@ -85,6 +86,10 @@ void CudaBackend::run_recorded(const std::string& key, const std::function<void(
     // so run it eagerly, and keep this key eager.
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();
+    if (captured != cudaSuccess) {
+      log_warn("CUDA graph capture failed (", cudaGetErrorName(captured), "): the forwards of shape '", key,
+               "' run without a graph");
+    }
     entry.eager_only = true;
     work();
     return;

@@ -107,6 +107,7 @@ __device__ void route_token(float* p, int E, int top_k, bool renormalize, int32_
 
 __global__ void route_kernel(float* probs, int64_t T, int E, int top_k, bool renormalize, int32_t* experts,
                              float* weights) {
+  await_previous_kernel();
   for (int64_t t = global_warp(); t < T; t += warps_in_grid()) {
     route_token(probs + t * E, E, top_k, renormalize, experts + t * top_k, weights + t * top_k);
   }
@@ -116,6 +117,7 @@ __global__ void route_kernel(float* probs, int64_t T, int E, int top_k, bool ren
 // hidden[r, i] = silu(gate_e[i] · x[t]) * (up_e[i] · x[t]) with e the route's expert.
 __global__ void expert_swiglu_kernel(const bf16* x, const bf16* gate_up, const int32_t* experts, int64_t routes,
                                      int top_k, int64_t H, int64_t I, float* hidden) {
+  await_previous_kernel();
   for (int64_t warp = global_warp(); warp < routes * I; warp += warps_in_grid()) {
     const int64_t r = warp / I, i = warp % I;
     const bf16* expert = gate_up + int64_t{experts[r]} * 2 * I * H;
@@ -130,6 +132,7 @@ __global__ void expert_swiglu_kernel(const bf16* x, const bf16* gate_up, const i
 // summed in rank order.
 __global__ void expert_down_kernel(const float* hidden, const bf16* down, const int32_t* experts, const float* weights,
                                    int64_t T, int top_k, int64_t H, int64_t I, bf16* out) {
+  await_previous_kernel();
   for (int64_t warp = global_warp(); warp < T * H; warp += warps_in_grid()) {
     const int64_t t = warp / H, j = warp % H;
     float total = 0.0f;
@@ -174,15 +177,12 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
   float* hidden = scratch.take<float>(routes * I);
 
   matmul(x, w.router, probs);
-  route_kernel<<<blocks_for_warps(T), kThreads, 0, stream_>>>(probs.ptr<float>(), T, static_cast<int>(E), top_k,
-                                                              w.renormalize, experts, weights);
-  check_launch("route_kernel");
-  expert_swiglu_kernel<<<blocks_for_warps(routes * I), kThreads, 0, stream_>>>(x.ptr<bf16>(), w.gate_up.ptr<bf16>(),
-                                                                               experts, routes, top_k, H, I, hidden);
-  check_launch("expert_swiglu_kernel");
-  expert_down_kernel<<<blocks_for_warps(T * H), kThreads, 0, stream_>>>(hidden, w.down.ptr<bf16>(), experts, weights, T,
-                                                                        top_k, H, I, out.ptr<bf16>());
-  check_launch("expert_down_kernel");
+  launch_kernel("route_kernel", route_kernel, blocks_for_warps(T), kThreads, 0, stream_, probs.ptr<float>(), T,
+                static_cast<int>(E), top_k, w.renormalize, experts, weights);
+  launch_kernel("expert_swiglu_kernel", expert_swiglu_kernel, blocks_for_warps(routes * I), kThreads, 0, stream_,
+                x.ptr<bf16>(), w.gate_up.ptr<bf16>(), experts, routes, top_k, H, I, hidden);
+  launch_kernel("expert_down_kernel", expert_down_kernel, blocks_for_warps(T * H), kThreads, 0, stream_, hidden,
+                w.down.ptr<bf16>(), experts, weights, T, top_k, H, I, out.ptr<bf16>());
 }
 
 }  // namespace jet::cuda

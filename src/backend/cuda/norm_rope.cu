@@ -55,6 +55,7 @@ __device__ void write_normed_row(const bf16* x, const bf16* w, float sum_squares
 
 template <int N>
 __global__ void rmsnorm_kernel(const bf16* x, const bf16* w, float eps, int64_t H, bf16* out) {
+  await_previous_kernel();
   const int64_t t = blockIdx.x;
   write_normed_row<N>(x + t * H, w, sum_squares_of<N>(x + t * H, H), eps, H, out + t * H);
 }
@@ -64,6 +65,7 @@ __global__ void rmsnorm_kernel(const bf16* x, const bf16* w, float eps, int64_t 
 // so no barrier is needed between the two passes.
 template <int N>
 __global__ void add_rmsnorm_kernel(bf16* residual, const bf16* x, const bf16* w, float eps, int64_t H, bf16* out) {
+  await_previous_kernel();
   const int64_t t = blockIdx.x;
   bf16* row = residual + t * H;
   float sum_squares = 0.0f;
@@ -96,6 +98,7 @@ int norm_threads_for_packs(int64_t H) {
 template <int P>
 __global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k_norm, const int32_t* positions,
                                     float eps, int nh, int nkv, int hd, RopeFrequencies freqs) {
+  await_previous_kernel();
   constexpr int kMaxPerLane = kMaxRopeHalf / 32;  // pairs a lane holds at head_dim 512
   __shared__ float sin_of[kMaxRopeHalf], cos_of[kMaxRopeHalf];
   const int64_t t = blockIdx.x;
@@ -153,13 +156,10 @@ void CudaBackend::rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& o
   check_tensor(out, "rmsnorm", "out", DType::BF16, {T, H});
   if (T == 0) return;
   const auto blocks = static_cast<unsigned>(T);
-  if (packs_of_8(H, {x.data, w.data, out.data})) {
-    rmsnorm_kernel<8><<<blocks, norm_threads_for_packs(H), 0, stream_>>>(x.ptr<bf16>(), w.ptr<bf16>(), eps, H,
-                                                                         out.ptr<bf16>());
-  } else {
-    rmsnorm_kernel<1><<<blocks, kNormThreads, 0, stream_>>>(x.ptr<bf16>(), w.ptr<bf16>(), eps, H, out.ptr<bf16>());
-  }
-  check_launch("rmsnorm_kernel");
+  const bool packs = packs_of_8(H, {x.data, w.data, out.data});
+  launch_kernel("rmsnorm_kernel", packs ? rmsnorm_kernel<8> : rmsnorm_kernel<1>, blocks,
+                packs ? norm_threads_for_packs(H) : kNormThreads, 0, stream_, x.ptr<bf16>(), w.ptr<bf16>(), eps, H,
+                out.ptr<bf16>());
 }
 
 void CudaBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) {
@@ -170,14 +170,10 @@ void CudaBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w
   check_tensor(out, "add_rmsnorm", "out", DType::BF16, {T, H});
   if (T == 0) return;
   const auto blocks = static_cast<unsigned>(T);
-  if (packs_of_8(H, {residual.data, x.data, w.data, out.data})) {
-    add_rmsnorm_kernel<8><<<blocks, norm_threads_for_packs(H), 0, stream_>>>(residual.ptr<bf16>(), x.ptr<bf16>(),
-                                                                             w.ptr<bf16>(), eps, H, out.ptr<bf16>());
-  } else {
-    add_rmsnorm_kernel<1><<<blocks, kNormThreads, 0, stream_>>>(residual.ptr<bf16>(), x.ptr<bf16>(), w.ptr<bf16>(),
-                                                                eps, H, out.ptr<bf16>());
-  }
-  check_launch("add_rmsnorm_kernel");
+  const bool packs = packs_of_8(H, {residual.data, x.data, w.data, out.data});
+  launch_kernel("add_rmsnorm_kernel", packs ? add_rmsnorm_kernel<8> : add_rmsnorm_kernel<1>, blocks,
+                packs ? norm_threads_for_packs(H) : kNormThreads, 0, stream_, residual.ptr<bf16>(), x.ptr<bf16>(),
+                w.ptr<bf16>(), eps, H, out.ptr<bf16>());
 }
 
 void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
@@ -200,9 +196,8 @@ void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& 
   // Pairs of elements per access when both halves of every head start on 4-byte boundaries.
   const bool pairs = hd % 4 == 0 && reinterpret_cast<uintptr_t>(qkv.data) % 4 == 0;
   auto* kernel = pairs ? qk_norm_rope_kernel<2> : qk_norm_rope_kernel<1>;
-  kernel<<<grid, 32 * kRopeWarps, 0, stream_>>>(qkv.ptr<bf16>(), q_norm.ptr<bf16>(), k_norm.ptr<bf16>(),
-                                                 batch.positions.ptr<int32_t>(), eps, nh, nkv, hd, freqs);
-  check_launch("qk_norm_rope_kernel");
+  launch_kernel("qk_norm_rope_kernel", kernel, grid, 32 * kRopeWarps, 0, stream_, qkv.ptr<bf16>(), q_norm.ptr<bf16>(),
+                k_norm.ptr<bf16>(), batch.positions.ptr<int32_t>(), eps, nh, nkv, hd, freqs);
 }
 
 }  // namespace jet::cuda
