@@ -180,14 +180,20 @@ struct CtaRows {
 // Issues the cp.async of keys [key0, key0 + kTileKeys) of (seq, kv head) into k_dst / v_dst. Keys
 // past the sequence's key_count are zero-filled: their scores are masked, but 0 * NaN (what an
 // unwritten cache slot may hold) would still poison P·V.
+// key0 is a multiple of kTileKeys. When pages hold whole tiles (page_size a multiple of 64, as the
+// engine's 256 are) the tile's rows are consecutive in one page: one page-table read per tile
+// instead of one per row, each a dependent load the copies would wait on.
 template <int HD, int RowWarps>
 __device__ void load_kv_tile(const Params& p, const CtaRows& c, int key0, int key_count, bf16* k_dst, bf16* v_dst) {
   using Cfg = Config<HD, RowWarps>;
   constexpr int kChunksPerRow = HD / 8;
+  const bool whole_tile_pages = p.page_size % kTileKeys == 0;
+  const int64_t tile_row0 = whole_tile_pages ? cache_row(p, c.seq, key0) : 0;  // key0 < key_count: a real page
   for (int i = threadIdx.x; i < kTileKeys * kChunksPerRow; i += kThreads) {
     const int row = i / kChunksPerRow, col = (i % kChunksPerRow) * 8, key = key0 + row;
     const bool valid = key < key_count;
-    const int64_t src = valid ? (cache_row(p, c.seq, key) * p.nkv + c.kv_head) * HD + col : 0;
+    const int64_t slot = whole_tile_pages ? tile_row0 + row : (valid ? cache_row(p, c.seq, key) : 0);
+    const int64_t src = valid ? (slot * p.nkv + c.kv_head) * HD + col : 0;
     cp_async_16(k_dst + row * Cfg::kLd + col, p.k_cache + src, valid);
     cp_async_16(v_dst + row * Cfg::kLd + col, p.v_cache + src, valid);
   }
