@@ -25,7 +25,11 @@ int64_t bucketed(int64_t n) {
 
 ModelRunner::ModelRunner(Model& model, int block_length, int num_slots, int num_pages, int page_size,
                          bool record_forwards)
-    : model_(model), backend_(model.backend()), block_length_(block_length), record_forwards_(record_forwards) {
+    : model_(model),
+      backend_(model.backend()),
+      block_length_(block_length),
+      // The MoE op allocates stream-ordered scratch in every call, which a recording cannot hold.
+      record_forwards_(record_forwards && !model.config().has_moe_layers()) {
   const ModelConfig& c = model.config();
   kv_ = backend_.alloc_kv_cache(c.layers, num_pages, page_size, c.kv_heads, c.head_dim);
   state_ = backend_.alloc_decode_state(num_slots, block_length, c.vocab);
@@ -164,7 +168,7 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
   // Everything the work reads sits at addresses fixed by these sizes (the layout arena's
   // offsets, ids, logits, the model's scratch), and the attention launch depends on no more; the
   // logits count sets the LM head's shape and the logits view.
-  if (record_forwards_ && !model_.has_moe_layers()) {
+  if (record_forwards_) {
     backend_.run_recorded(
         str(layout.num_seqs, ' ', layout.num_tokens, ' ', layout.max_pages, ' ', num_rows, ' ', num_logits),
         forward_and_step);

@@ -5,13 +5,6 @@ namespace jet {
 
 Model::Model(ModelConfig config, Backend& backend) : config_(std::move(config)), backend_(backend) {}
 
-bool Model::has_moe_layers() const {
-  for (const LayerWeights& w : weights_.layers) {
-    if (w.is_moe) return true;
-  }
-  return false;
-}
-
 Tensor Model::scratch(int slot, DType dtype, std::initializer_list<int64_t> dims) {
   if (static_cast<int>(scratch_.size()) <= slot) scratch_.resize(slot + 1);
   return backend_.grow_view(scratch_[slot], dtype, dims);

@@ -94,7 +94,8 @@ int norm_threads_for_packs(int64_t H) {
 // left as they are), so even a few tokens spread over many blocks. A lane owns P consecutive
 // rotation pairs (i, i + hd/2), i = P * lane + 64 * k, read once into registers as P-element
 // accesses (P = 2 when hd/2 is even) and used for both the norm and the rotation. The token's
-// rotation angles are the same for every head: computed once per block into shared memory.
+// rotation angles are the same for every head: computed once per block into shared memory, while
+// the heads' loads (which do not wait on the position) are in flight.
 template <int P>
 __global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k_norm, const int32_t* positions,
                                     float eps, int nh, int nkv, int hd, RopeFrequencies freqs) {
@@ -104,19 +105,15 @@ __global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k
   const int64_t t = blockIdx.x;
   const int lane = threadIdx.x % 32, half = hd / 2;
   const int64_t width = int64_t{nh + 2 * nkv} * hd;
-  const float position = static_cast<float>(positions[t]);
-  for (int i = threadIdx.x; i < half; i += blockDim.x) sincosf(position * freqs.inv_freq[i], &sin_of[i], &cos_of[i]);
-  __syncthreads();
   const int h = blockIdx.y * (blockDim.x / 32) + threadIdx.x / 32;
-  if (h >= nh + nkv) return;
-  bf16* head = qkv + t * width + int64_t{h} * hd;
-  const bf16* norm = h < nh ? q_norm : k_norm;
+  const bool has_head = h < nh + nkv;  // the last block's spare warps only help with the angles
+  bf16* head = qkv + t * width + int64_t{has_head ? h : 0} * hd;
   float x1[kMaxPerLane], x2[kMaxPerLane];
   float sum_squares = 0.0f;
 #pragma unroll
   for (int k = 0; k < kMaxPerLane / P; ++k) {
     const int i = P * lane + 32 * P * k;
-    if (i >= half) break;
+    if (!has_head || i >= half) break;
     const BfPack<P> a = load_pack<P>(head + i), b = load_pack<P>(head + i + half);
 #pragma unroll
     for (int j = 0; j < P; ++j) {
@@ -125,6 +122,11 @@ __global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k
       sum_squares += x1[P * k + j] * x1[P * k + j] + x2[P * k + j] * x2[P * k + j];
     }
   }
+  const float position = static_cast<float>(positions[t]);
+  for (int i = threadIdx.x; i < half; i += blockDim.x) sincosf(position * freqs.inv_freq[i], &sin_of[i], &cos_of[i]);
+  __syncthreads();
+  if (!has_head) return;
+  const bf16* norm = h < nh ? q_norm : k_norm;
   const float scale = norm ? 1.0f / sqrtf(warp_sum(sum_squares) / static_cast<float>(hd) + eps) : 1.0f;
 #pragma unroll
   for (int k = 0; k < kMaxPerLane / P; ++k) {
