@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend_impl.h"
+#include "backend/op_checks.h"
 
 namespace jet::cpu {
 
@@ -44,17 +45,9 @@ struct ExpertScratch {
 }  // namespace
 
 void CpuBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
-  check_tensor(x, "moe", "x", DType::F32, {-1, -1});
-  const int64_t T = x.dim(0), H = x.dim(1);
-  check_tensor(w.router, "moe", "router", DType::F32, {-1, H});
-  const int64_t E = w.router.dim(0);
-  check_tensor(w.gate_up, "moe", "gate_up", DType::F32, {E, -1, H});
-  const int64_t I = w.gate_up.dim(1) / 2;
-  JET_CHECK(w.gate_up.dim(1) % 2 == 0, "moe: gate_up has an odd row count ", w.gate_up.dim(1));
-  check_tensor(w.down, "moe", "down", DType::F32, {E, H, I});
-  check_tensor(out, "moe", "out", DType::F32, {T, H});
-  const int top_k = w.top_k;
-  JET_CHECK(top_k >= 1 && top_k <= E, "moe: top_k ", top_k, " must be in [1, ", E, " experts]");
+  const MoeShape shape = check_moe_args(x, w, out, DType::F32);
+  const int64_t T = shape.tokens, H = shape.hidden, E = shape.experts, I = shape.inter;
+  const int top_k = shape.top_k;
 
   // Route r = t * top_k + k is token t's k-th choice.
   std::vector<float> router_logits(T * E);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend_impl.h"
+#include "backend/op_checks.h"
 
 namespace jet::cpu {
 
@@ -29,10 +30,7 @@ void rotate_half(float* head, const float* cos_a, const float* sin_a, int half) 
 }  // namespace
 
 void CpuBackend::rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
-  check_tensor(x, "rmsnorm", "x", DType::F32, {-1, -1});
-  const int64_t T = x.dim(0), H = x.dim(1);
-  check_tensor(w, "rmsnorm", "w", DType::F32, {H});
-  check_tensor(out, "rmsnorm", "out", DType::F32, {T, H});
+  const auto [T, H] = check_rmsnorm_args(x, w, out, DType::F32);
   const float *xp = x.ptr<float>(), *wp = w.ptr<float>();
   float* op = out.ptr<float>();
 #pragma omp parallel for num_threads(threads_for(T * H))
@@ -40,11 +38,7 @@ void CpuBackend::rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& ou
 }
 
 void CpuBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) {
-  check_tensor(residual, "add_rmsnorm", "residual", DType::F32, {-1, -1});
-  const int64_t T = residual.dim(0), H = residual.dim(1);
-  check_tensor(x, "add_rmsnorm", "x", DType::F32, {T, H});
-  check_tensor(w, "add_rmsnorm", "w", DType::F32, {H});
-  check_tensor(out, "add_rmsnorm", "out", DType::F32, {T, H});
+  const auto [T, H] = check_add_rmsnorm_args(residual, x, w, out, DType::F32);
   float* rp = residual.ptr<float>();
   const float *xp = x.ptr<float>(), *wp = w.ptr<float>();
   float* op = out.ptr<float>();
@@ -58,15 +52,9 @@ void CpuBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w,
 
 void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
                               const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd) {
-  JET_CHECK(nh > 0 && nkv > 0 && hd > 0 && hd % 2 == 0, "qk_norm_rope: bad head layout nh=", nh, " nkv=", nkv,
-            " hd=", hd, " (head_dim must be even)");
+  const int64_t T = check_qk_norm_rope_args(qkv, q_norm, k_norm, batch, nh, nkv, hd, DType::F32);
   const int64_t width = int64_t{nh + 2 * nkv} * hd;
-  check_tensor(qkv, "qk_norm_rope", "qkv", DType::F32, {-1, width});
-  const int64_t T = qkv.dim(0);
-  check_tensor(batch.positions, "qk_norm_rope", "positions", DType::I32, {T});
   const bool norm_q = q_norm.data != nullptr, norm_k = k_norm.data != nullptr;
-  if (norm_q) check_tensor(q_norm, "qk_norm_rope", "q_norm", DType::F32, {hd});
-  if (norm_k) check_tensor(k_norm, "qk_norm_rope", "k_norm", DType::F32, {hd});
 
   const int half = hd / 2;
   // inv_freq and the angles in fp32, the way HF computes them, so positions far from 0 round

@@ -6,6 +6,7 @@
 #include <cfloat>
 
 #include "backend/cuda/kernel_util.cuh"
+#include "backend/op_checks.h"
 
 namespace jet::cuda {
 
@@ -153,17 +154,9 @@ unsigned blocks_for_warps(int64_t warps) { return blocks_for(warps * 32, kThread
 }  // namespace
 
 void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
-  check_tensor(x, "moe", "x", DType::BF16, {-1, -1});
-  const int64_t T = x.dim(0), H = x.dim(1);
-  check_tensor(w.router, "moe", "router", DType::BF16, {-1, H});
-  const int64_t E = w.router.dim(0);
-  check_tensor(w.gate_up, "moe", "gate_up", DType::BF16, {E, -1, H});
-  JET_CHECK(w.gate_up.dim(1) % 2 == 0, "moe: gate_up has an odd row count ", w.gate_up.dim(1));
-  const int64_t I = w.gate_up.dim(1) / 2;
-  check_tensor(w.down, "moe", "down", DType::BF16, {E, H, I});
-  check_tensor(out, "moe", "out", DType::BF16, {T, H});
-  const int top_k = w.top_k;
-  JET_CHECK(top_k >= 1 && top_k <= E, "moe: top_k ", top_k, " must be in [1, ", E, " experts]");
+  const MoeShape shape = check_moe_args(x, w, out, DType::BF16);
+  const int64_t T = shape.tokens, H = shape.hidden, E = shape.experts, I = shape.inter;
+  const int top_k = shape.top_k;
   if (T == 0) return;
 
   const int64_t routes = T * top_k;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backend/cuda/kernel_util.cuh"
+#include "backend/op_checks.h"
 
 namespace jet::cuda {
 
@@ -152,10 +153,7 @@ __global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k
 }  // namespace
 
 void CudaBackend::rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
-  check_tensor(x, "rmsnorm", "x", DType::BF16, {-1, -1});
-  const int64_t T = x.dim(0), H = x.dim(1);
-  check_tensor(w, "rmsnorm", "w", DType::BF16, {H});
-  check_tensor(out, "rmsnorm", "out", DType::BF16, {T, H});
+  const auto [T, H] = check_rmsnorm_args(x, w, out, DType::BF16);
   if (T == 0) return;
   const auto blocks = static_cast<unsigned>(T);
   const bool packs = packs_of_8(H, {x.data, w.data, out.data});
@@ -165,11 +163,7 @@ void CudaBackend::rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& o
 }
 
 void CudaBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) {
-  check_tensor(residual, "add_rmsnorm", "residual", DType::BF16, {-1, -1});
-  const int64_t T = residual.dim(0), H = residual.dim(1);
-  check_tensor(x, "add_rmsnorm", "x", DType::BF16, {T, H});
-  check_tensor(w, "add_rmsnorm", "w", DType::BF16, {H});
-  check_tensor(out, "add_rmsnorm", "out", DType::BF16, {T, H});
+  const auto [T, H] = check_add_rmsnorm_args(residual, x, w, out, DType::BF16);
   if (T == 0) return;
   const auto blocks = static_cast<unsigned>(T);
   const bool packs = packs_of_8(H, {residual.data, x.data, w.data, out.data});
@@ -180,16 +174,9 @@ void CudaBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w
 
 void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
                                const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd) {
-  JET_CHECK(nh > 0 && nkv > 0 && hd > 0 && hd % 2 == 0, "qk_norm_rope: bad head layout nh=", nh, " nkv=", nkv,
-            " hd=", hd, " (head_dim must be even)");
+  const int64_t T = check_qk_norm_rope_args(qkv, q_norm, k_norm, batch, nh, nkv, hd, DType::BF16);
   JET_CHECK(hd / 2 <= kMaxRopeHalf, "qk_norm_rope: head_dim ", hd, " exceeds the CUDA backend's limit of ",
             2 * kMaxRopeHalf);
-  const int64_t width = int64_t{nh + 2 * nkv} * hd;
-  check_tensor(qkv, "qk_norm_rope", "qkv", DType::BF16, {-1, width});
-  const int64_t T = qkv.dim(0);
-  check_tensor(batch.positions, "qk_norm_rope", "positions", DType::I32, {T});
-  if (q_norm.data) check_tensor(q_norm, "qk_norm_rope", "q_norm", DType::BF16, {hd});
-  if (k_norm.data) check_tensor(k_norm, "qk_norm_rope", "k_norm", DType::BF16, {hd});
   if (T == 0) return;
 
   RopeFrequencies freqs{};
