@@ -2,10 +2,26 @@
 #include "engine/model_runner.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "sampling/remasking.h"
 
 namespace jet {
+
+namespace {
+
+// The batch sizes that vary from step to step in streaming (masked rows, the widest page table)
+// are rounded up so that batches of nearly the same shape share one CUDA graph (the graph key is
+// made of these sizes): a count above 8 to a multiple of 1/8 of its power of two, at most 12.5%
+// more. 2,000 streamed requests otherwise made thousands of shapes, each captured and seldom
+// replayed, and graphs cost more than they saved there.
+int64_t bucketed(int64_t n) {
+  if (n <= 8) return n;
+  const int64_t step = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(n))) / 8;
+  return (n + step - 1) / step * step;
+}
+
+}  // namespace
 
 ModelRunner::ModelRunner(Model& model, int block_length, int num_slots, int num_pages, int page_size,
                          bool record_forwards)
@@ -60,6 +76,7 @@ BatchLayout ModelRunner::empty_layout(const Seqs& seqs) const {
   layout.mask_block = model_.config().block_causal ? block_length_ : 0;
   layout.seq_starts.push_back(0);
   for (const Sequence* s : seqs) layout.max_pages = std::max(layout.max_pages, static_cast<int>(s->pages.size()));
+  layout.max_pages = static_cast<int>(bucketed(layout.max_pages));  // the rows are padded with -1
   return layout;
 }
 
@@ -118,8 +135,13 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
     }
     rows.push_back(r);
   }
+  JET_ASSERT(!logit_rows.empty() || num_rows == 0, "a denoising block has no mask left");
+  // Padding rows repeat the first row; no step reads them.
+  if (!logit_rows.empty()) {
+    const int32_t first = logit_rows[0];
+    logit_rows.resize(bucketed(static_cast<int64_t>(logit_rows.size())), first);
+  }
   const int64_t num_logits = static_cast<int64_t>(logit_rows.size());
-  JET_ASSERT(num_logits > 0 || num_rows == 0, "a denoising block has no mask left");
   static_assert(sizeof(StepRow) % 4 == 0 && alignof(StepRow) == 4);
   std::vector<int32_t> row_words(rows.size() * sizeof(StepRow) / 4);
   std::copy_n(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(StepRow),

@@ -14,8 +14,9 @@ namespace jet::cuda {
 namespace {
 
 // Graphs kept at most; the least recently replayed goes first. Each holds a few hundred kernel
-// nodes and the small stream-ordered allocations of its sampling step.
-constexpr size_t kMaxGraphs = 64;
+// nodes. Streaming keeps a few hundred shapes in use (sequences join and leave, and a varying
+// number of them save a block in each forward).
+constexpr size_t kMaxGraphs = 256;
 
 }  // namespace
 
