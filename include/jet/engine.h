@@ -90,6 +90,23 @@ using ProgressFn = std::function<void(size_t done, size_t total, size_t completi
 using OutputFn = std::function<void(size_t index, GenerationOutput&& output)>;
 
 // What the loaded model is, for summaries.
+// One request of a serving loop (Engine::serve). The callbacks run on the thread that called serve.
+struct ServeRequest {
+  Prompt prompt;
+  SamplingParams params;
+  // After every step that commits completion text for this request: the new text (optional).
+  std::function<void(const std::string& text)> on_text;
+  // Once, when it finishes.
+  std::function<void(GenerationOutput&& output)> on_output;
+  // Once instead of everything else, for a request the engine rejects (bad prompt or parameters).
+  std::function<void(const std::string& error)> on_error;
+};
+
+// Where Engine::serve takes requests from. Called before every step with how many it may hand
+// over now (room) and whether nothing is in flight (idle: it may then block until a request
+// comes). Appends at most `room` requests to `out`; returns false to stop serving.
+using RequestSource = std::function<bool(size_t room, bool idle, std::vector<ServeRequest>& out)>;
+
 struct ModelSummary {
   std::string model_type;
   int num_layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
@@ -116,6 +133,10 @@ class Engine {
   // on_output is called as each prompt finishes (in any order, with its index).
   void generate_streaming(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
                           int max_active, const OutputFn& on_output, const ProgressFn& progress = {});
+  // Serving: requests join while others run (continuous batching, at most max_active in flight;
+  // <= 0: max_num_seqs). A rejected request gets its on_error and the others go on. Returns once
+  // `source` has returned false and the requests in flight have finished.
+  void serve(const RequestSource& source, int max_active = 0);
 
   // --- Weights between RL training steps (the original's APIs) ---
   // Overwrites the named weights in place (the KV cache and everything else stay). Every view

@@ -1,10 +1,12 @@
 // Engine: loads model + tokenizer, validates requests, and runs the decode loop (one
-// implementation for every backend): schedule -> prefill -> denoise forward (which also saves
-// the blocks finished in the step before) -> commit.
+// implementation for every backend and every entry point: generate, generate_streaming, serve):
+// schedule -> prefill -> denoise forward (which also saves the blocks finished in the step
+// before) -> commit.
 #include "jet/engine.h"
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <random>
 
 #include "backend/backend.h"
@@ -43,8 +45,17 @@ struct Engine::Impl {
 
   std::vector<int32_t> encode_prompt(const Prompt& prompt) const;
   void check_fits(const Sequence& seq) const;
+  // A validated sequence for one request (throws jet::Error naming the problem).
+  Sequence make_sequence(const Prompt& prompt, const SamplingParams& params);
   std::vector<Sequence> make_sequences(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params);
-  // Runs until every sequence in `pending` (in order) has been submitted and finished, never
+  // The decode loop. Before every step `admit` hands over new sequences (the caller owns them, at
+  // stable addresses; at most `room`; while nothing is in flight, `idle`, it may block) and
+  // returns false once no more will come; each finished sequence goes to on_finished, and
+  // after_step runs after every step. Returns when admission is over and nothing is in flight.
+  using AdmitFn = std::function<bool(size_t room, bool idle, std::vector<Sequence*>& out)>;
+  void loop(size_t max_active, const AdmitFn& admit, const std::function<void(Sequence&)>& on_finished,
+            const std::function<void()>& after_step);
+  // Runs until every sequence of `seqs` (in order) has been submitted and finished, never
   // holding more than max_active of them in the engine.
   void run(std::vector<Sequence>& seqs, int max_active, const OutputFn& on_output, const ProgressFn& progress);
   void start_block(Sequence& seq, std::vector<int32_t> tokens);
@@ -187,19 +198,26 @@ std::vector<Sequence> Engine::Impl::make_sequences(const std::vector<Prompt>& pr
   JET_CHECK(!prompts.empty(), "the prompt list is empty");
   JET_CHECK(params.size() == 1 || params.size() == prompts.size(), "got ", params.size(),
             " sampling params for ", prompts.size(), " prompts: give one, or one per prompt");
-  std::vector<Sequence> seqs(prompts.size());
+  std::vector<Sequence> seqs;
+  seqs.reserve(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
-    Sequence& s = seqs[i];
-    s.index = i;
     try {
-      s.prompt = encode_prompt(prompts[i]);
-      s.request = resolve_request(params.size() == 1 ? params[0] : params[i], limits, seed_source());
+      seqs.push_back(make_sequence(prompts[i], params.size() == 1 ? params[0] : params[i]));
     } catch (const Error& e) {
       throw Error(str("prompt ", i, ": ", e.what()));
     }
-    check_fits(s);
+    seqs.back().index = i;
   }
   return seqs;
+}
+
+Sequence Engine::Impl::make_sequence(const Prompt& prompt, const SamplingParams& params) {
+  require_resources();
+  Sequence s;
+  s.prompt = encode_prompt(prompt);
+  s.request = resolve_request(params, limits, seed_source());
+  check_fits(s);
+  return s;
 }
 
 void Engine::Impl::start_block(Sequence& seq, std::vector<int32_t> tokens) {
@@ -308,11 +326,11 @@ GenerationOutput Engine::Impl::make_output(const Sequence& seq) const {
   return out;
 }
 
-void Engine::Impl::run(std::vector<Sequence>& seqs, int max_active, const OutputFn& on_output,
-                       const ProgressFn& progress) {
-  const size_t limit = max_active > 0 ? static_cast<size_t>(max_active) : seqs.size();
-  size_t submitted = 0, done = 0, in_flight = 0, tokens = 0;
-  std::vector<Sequence*> finished;
+void Engine::Impl::loop(size_t max_active, const AdmitFn& admit, const std::function<void(Sequence&)>& on_finished,
+                        const std::function<void()>& after_step) {
+  size_t in_flight = 0;
+  bool open = true;
+  std::vector<Sequence*> incoming, finished;
   // Whatever stops the loop early (an interrupt from a callback, an out-of-memory error), the
   // engine must come out empty and usable for the next call.
   struct DrainOnExit {
@@ -320,27 +338,47 @@ void Engine::Impl::run(std::vector<Sequence>& seqs, int max_active, const Output
     ~DrainOnExit() { scheduler.abort_all(); }
   } drain{*scheduler};
   num_preemptions = 0;
-  while (done < seqs.size()) {
-    while (submitted < seqs.size() && in_flight < limit) {
-      scheduler->add(&seqs[submitted++]);
-      ++in_flight;
+  while (open || in_flight > 0) {
+    if (open) {
+      incoming.clear();
+      open = admit(max_active > in_flight ? max_active - in_flight : 0, in_flight == 0, incoming);
+      for (Sequence* seq : incoming) scheduler->add(seq);
+      in_flight += incoming.size();
     }
+    if (in_flight == 0) continue;
     finished.clear();
     step(finished);
     for (Sequence* seq : finished) {
       --in_flight;
-      ++done;
-      tokens += seq->completion.size();
-      on_output(seq->index, make_output(*seq));
+      on_finished(*seq);
     }
-    // Every step, not only when a prompt finishes: the callback is also where a front end
-    // (Python's Ctrl-C) gets to stop a long generation.
-    if (progress) progress(done, seqs.size(), tokens);
+    after_step();
   }
   if (num_preemptions > 0) {
     log_warn(num_preemptions, " preemptions: the KV cache could not hold every running sequence, so some were ",
              "restarted (same outputs, lost work); give the cache more memory or lower max_num_seqs");
   }
+}
+
+void Engine::Impl::run(std::vector<Sequence>& seqs, int max_active, const OutputFn& on_output,
+                       const ProgressFn& progress) {
+  size_t submitted = 0, done = 0, tokens = 0;
+  loop(
+      max_active > 0 ? static_cast<size_t>(max_active) : seqs.size(),
+      [&](size_t room, bool, std::vector<Sequence*>& out) {
+        for (; submitted < seqs.size() && room > 0; --room) out.push_back(&seqs[submitted++]);
+        return submitted < seqs.size();
+      },
+      [&](Sequence& seq) {
+        ++done;
+        tokens += seq.completion.size();
+        on_output(seq.index, make_output(seq));
+      },
+      // Every step, not only when a prompt finishes: the callback is also where a front end
+      // (Python's Ctrl-C) gets to stop a long generation.
+      [&] {
+        if (progress) progress(done, seqs.size(), tokens);
+      });
 }
 
 Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>(options)) {}
@@ -359,6 +397,60 @@ void Engine::generate_streaming(const std::vector<Prompt>& prompts, const std::v
                                 int max_active, const OutputFn& on_output, const ProgressFn& progress) {
   std::vector<Sequence> seqs = impl_->make_sequences(prompts, params);
   impl_->run(seqs, max_active > 0 ? max_active : impl_->options.max_num_seqs, on_output, progress);
+}
+
+void Engine::serve(const RequestSource& source, int max_active) {
+  // The requests in flight, by the id their Sequence carries as its index (map nodes stay put).
+  struct Live {
+    Sequence seq;
+    ServeRequest request;
+    IncrementalDecoder text;
+    size_t streamed = 0;  // completion tokens passed to `text`
+    // The completion text since the last call; a preempted sequence restarts with the same
+    // seed and so recommits the same tokens, which are not sent twice.
+    std::string new_text() {
+      std::string out;
+      for (; streamed < seq.completion.size(); ++streamed) out += text.push(seq.completion[streamed]);
+      return out;
+    }
+  };
+  std::map<size_t, Live> live;
+  size_t next_id = 0;
+  Impl& impl = *impl_;
+  impl.loop(
+      max_active > 0 ? static_cast<size_t>(max_active) : static_cast<size_t>(impl.options.max_num_seqs),
+      [&](size_t room, bool idle, std::vector<Sequence*>& out) {
+        std::vector<ServeRequest> incoming;
+        const bool open = source(room, idle, incoming);
+        for (ServeRequest& request : incoming) {
+          try {
+            Sequence seq = impl.make_sequence(request.prompt, request.params);
+            seq.index = next_id;
+            Live& entry = live.try_emplace(next_id++, Live{std::move(seq), std::move(request),
+                                                           IncrementalDecoder(impl.tokenizer, true)}).first->second;
+            out.push_back(&entry.seq);
+          } catch (const Error& e) {
+            if (request.on_error) request.on_error(e.what());
+          }
+        }
+        return open;
+      },
+      [&](Sequence& seq) {
+        Live& entry = live.at(seq.index);
+        if (entry.request.on_text) {
+          const std::string rest = entry.new_text() + entry.text.finish();
+          if (!rest.empty()) entry.request.on_text(rest);
+        }
+        if (entry.request.on_output) entry.request.on_output(impl.make_output(seq));
+        live.erase(seq.index);
+      },
+      [&] {
+        for (auto& [id, entry] : live) {
+          if (!entry.request.on_text || entry.seq.completion.size() <= entry.streamed) continue;
+          const std::string text = entry.new_text();
+          if (!text.empty()) entry.request.on_text(text);
+        }
+      });
 }
 
 namespace {

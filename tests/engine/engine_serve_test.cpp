@@ -1,0 +1,105 @@
+// Engine::serve, the serving loop: requests that join while others run decode exactly as a batch
+// generate of the same prompts does, the streamed text adds up to each completion, and a
+// rejected request gets its error while the others finish.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "engine_test_util.h"
+#include "jet/engine.h"
+
+namespace {
+
+jet::SamplingParams greedy(int max_tokens) {
+  jet::SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+struct Result {
+  std::string streamed, error;
+  jet::GenerationOutput output;
+  int outputs = 0;
+};
+
+// A request whose callbacks record into `r`.
+jet::ServeRequest request_into(Result& r, jet::Prompt prompt, const jet::SamplingParams& params) {
+  jet::ServeRequest q;
+  q.prompt = std::move(prompt);
+  q.params = params;
+  q.on_text = [&r](const std::string& text) { r.streamed += text; };
+  q.on_output = [&r](jet::GenerationOutput&& out) {
+    r.output = std::move(out);
+    ++r.outputs;
+  };
+  q.on_error = [&r](const std::string& error) { r.error = error; };
+  return q;
+}
+
+}  // namespace
+
+TEST(EngineServe, LateRequestsDecodeAsABatchDoes) {
+  const std::string dir = jet::test::tiny_model_folder("--arch sdar --seed 7");
+  jet::Engine engine(jet::test::cpu_options(dir));
+  const std::vector<jet::Prompt> prompts = {std::vector<int32_t>{5, 6, 7, 8, 9, 10}, std::vector<int32_t>{11, 12, 13},
+                                            std::vector<int32_t>{20, 21}, std::vector<int32_t>{30, 31, 32, 33, 34}};
+  const std::vector<jet::GenerationOutput> batch = engine.generate(prompts, {greedy(12)});
+
+  // One request per call of the source, so each joins while the earlier ones are mid-decode.
+  std::vector<Result> results(prompts.size());
+  size_t handed = 0, calls = 0, idle_calls = 0;
+  engine.serve([&](size_t room, bool idle, std::vector<jet::ServeRequest>& out) {
+    ++calls;
+    idle_calls += idle;
+    if (handed < prompts.size() && room > 0) {
+      out.push_back(request_into(results[handed], prompts[handed], greedy(12)));
+      ++handed;
+    }
+    return handed < prompts.size();
+  });
+  EXPECT_GE(calls, prompts.size());
+  EXPECT_EQ(idle_calls, 1u);  // only before the first request: the others joined running work
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_TRUE(results[i].error.empty()) << results[i].error;
+    EXPECT_EQ(results[i].outputs, 1);
+    EXPECT_EQ(results[i].output.completion_ids, batch[i].completion_ids);
+    EXPECT_EQ(results[i].output.completion_ids.size(), 12u);
+    EXPECT_EQ(results[i].streamed, results[i].output.completion_text);
+  }
+}
+
+TEST(EngineServe, ARejectedRequestLeavesTheOthersRunning) {
+  const std::string dir = jet::test::tiny_model_folder("--arch sdar --seed 8");
+  jet::Engine engine(jet::test::cpu_options(dir));
+  Result good, empty, bad_params, after;
+  jet::SamplingParams bad = greedy(4);
+  bad.max_tokens = 0;
+  int round = 0;
+  engine.serve(
+      [&](size_t, bool, std::vector<jet::ServeRequest>& out) {
+        if (round == 0) {
+          out.push_back(request_into(good, std::vector<int32_t>{5, 6, 7}, greedy(8)));
+          out.push_back(request_into(empty, std::vector<int32_t>{}, greedy(8)));
+          out.push_back(request_into(bad_params, std::vector<int32_t>{5, 6}, bad));
+        } else if (round == 1) {
+          out.push_back(request_into(after, std::vector<int32_t>{9, 10}, greedy(4)));
+        }
+        return ++round < 2;
+      },
+      /*max_active=*/2);
+  EXPECT_TRUE(good.error.empty()) << good.error;
+  EXPECT_EQ(good.outputs, 1);
+  EXPECT_EQ(good.output.completion_ids.size(), 8u);
+  EXPECT_EQ(after.outputs, 1);
+  EXPECT_EQ(after.output.completion_ids.size(), 4u);
+  EXPECT_NE(empty.error.find("empty"), std::string::npos) << empty.error;
+  EXPECT_EQ(empty.outputs, 0);
+  EXPECT_NE(bad_params.error.find("max_tokens"), std::string::npos) << bad_params.error;
+  EXPECT_EQ(bad_params.outputs, 0);
+  // The engine is usable afterwards.
+  EXPECT_EQ(jet::test::greedy_decode(engine, 4).size(), 2u);
+}
