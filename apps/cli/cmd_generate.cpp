@@ -10,6 +10,7 @@
 
 #include "arg_parser.h"
 #include "commands.h"
+#include "engine_flags.h"
 #include "jet/engine.h"
 #include "progress_bar.h"
 
@@ -34,7 +35,6 @@ Sampling (docs/decoding.md)
   --top-p P                 in (0, 1], 1 = off (default 1.0)
   --repetition-penalty R    (default 1.0 = off)
   --max-tokens N            completion tokens at most (default 64)
-  --block-length B          block length (default: the model's)
   --denoising-steps S       steps per block, 1..B (default 4, capped at B)
   --strategy NAME           remasking strategy (default low_confidence_static); one of
                             sequential, anti_sequential, random, dilated, low_confidence_static,
@@ -47,22 +47,6 @@ Sampling (docs/decoding.md)
   --stop-token-ids A,B,...  extra stop tokens
   --ignore-eos              do not stop at the model's EOS tokens
 
-Engine
-  --device cpu|cuda|auto    (default auto)
-  --max-num-seqs N          sequences denoised together at most (default 512)
-  --max-model-len N         prompt + completion at most (default 4096)
-  --kv-page-size N          tokens per KV-cache page, a multiple of B (default 256)
-  --kv-cache-mb N           KV-cache memory budget in MiB (default: the backend's)
-  --kv-pages N              exact number of KV-cache pages (overrides --kv-cache-mb)
-  --gpu-memory-utilization X
-                            CUDA: share of the GPU's memory to fill, KV cache included (default 0.9)
-  --mask-token-id ID        override the model's mask token
-  --threads N               CPU threads (default: all cores)
-  --no-prefix-caching       do not share KV pages of identical prompt prefixes
-  --enforce-eager           CUDA: no CUDA graphs (launch every op of every forward)
-  --load-format auto|dummy  dummy: random weights of the model's shapes instead of its
-                            safetensors (benchmarks; the folder needs config.json and the
-                            tokenizer only) (default auto)
 )";
 
 std::vector<Prompt> read_prompts(const ArgParser& args) {
@@ -122,25 +106,6 @@ SamplingParams read_sampling(const ArgParser& args) {
   return p;
 }
 
-EngineOptions read_engine_options(const ArgParser& args) {
-  EngineOptions o;
-  o.model = args.require("--model");
-  o.device = args.get("--device").value_or(o.device);
-  o.block_length = static_cast<int>(args.get_int("--block-length", o.block_length));
-  o.max_num_seqs = static_cast<int>(args.get_int("--max-num-seqs", o.max_num_seqs));
-  o.max_model_len = static_cast<int>(args.get_int("--max-model-len", o.max_model_len));
-  o.kvcache_page_size = static_cast<int>(args.get_int("--kv-page-size", o.kvcache_page_size));
-  o.kv_cache_memory_bytes = args.get_int("--kv-cache-mb", 0) << 20;
-  o.num_kvcache_pages = args.get_int("--kv-pages", o.num_kvcache_pages);
-  o.gpu_memory_utilization = args.get_double("--gpu-memory-utilization", o.gpu_memory_utilization);
-  o.mask_token_id = static_cast<int32_t>(args.get_int("--mask-token-id", o.mask_token_id));
-  o.num_threads = static_cast<int>(args.get_int("--threads", o.num_threads));
-  o.enable_prefix_caching = !args.has("--no-prefix-caching");
-  o.enforce_eager = args.has("--enforce-eager");
-  o.load_format = args.get("--load-format").value_or(o.load_format);
-  return o;
-}
-
 nlohmann::json to_json(const GenerationOutput& out) {
   return {{"text", out.text},
           {"token_ids", out.token_ids},
@@ -158,14 +123,14 @@ nlohmann::json to_json(const GenerationOutput& out) {
 
 int cmd_generate(const Args& raw) {
   ArgParser args(raw,
-                 {"--model", "--prompt", "--prompts", "--max-active", "--temperature", "--top-k", "--top-p",
-                  "--repetition-penalty", "--max-tokens", "--block-length", "--denoising-steps", "--strategy",
-                  "--dynamic-threshold", "--dynamic-factor", "--eb-threshold", "--seed", "--stop-token-ids",
-                  "--device", "--max-num-seqs", "--max-model-len", "--kv-page-size", "--kv-cache-mb", "--kv-pages",
-                  "--gpu-memory-utilization", "--mask-token-id", "--threads", "--load-format"},
-                 {"--chat", "--json", "--ignore-eos", "--no-prefix-caching", "--enforce-eager", "--help"});
+                 with_engine_value_flags({"--prompt", "--prompts", "--max-active", "--temperature", "--top-k",
+                                          "--top-p", "--repetition-penalty", "--max-tokens", "--denoising-steps",
+                                          "--strategy", "--dynamic-threshold", "--dynamic-factor", "--eb-threshold",
+                                          "--seed", "--stop-token-ids"}),
+                 with_engine_bool_flags({"--chat", "--json", "--ignore-eos", "--help"}));
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
+    std::fputs(kEngineFlagsHelp, stdout);
     return 0;
   }
   std::vector<Prompt> prompts = read_prompts(args);

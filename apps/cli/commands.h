@@ -12,5 +12,6 @@ int cmd_tokenize(const Args& args);    // cmd_tokenize.cpp
 int cmd_detokenize(const Args& args);  // cmd_tokenize.cpp
 int cmd_inspect(const Args& args);     // cmd_inspect.cpp
 int cmd_generate(const Args& args);    // cmd_generate.cpp
+int cmd_serve(const Args& args);       // cmd_serve.cpp (when built with the server, JET_SERVER)
 
 }  // namespace jet::cli

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "commands.h"
+#include "core/error.h"
 
 namespace {
 
@@ -15,6 +16,7 @@ constexpr const char* kUsage =
     "  detokenize --model DIR [--jsonl] [--skip-special-tokens]   ids (JSON) on stdin -> text\n"
     "  inspect    --model DIR             config summary, parameter count, validation\n"
     "  generate   --model DIR (--prompt TEXT | --prompts FILE) [--chat] [--json] [sampling flags]\n"
+    "  serve      --model DIR [--host H] [--port P]   OpenAI-compatible HTTP server\n"
     "run 'jetengine <verb> --help' for the options of a verb\n";
 
 }  // namespace
@@ -26,6 +28,15 @@ int main(int argc, char** argv) {
       {"detokenize", jet::cli::cmd_detokenize},
       {"inspect", jet::cli::cmd_inspect},
       {"generate", jet::cli::cmd_generate},
+#ifdef JET_HAVE_SERVER
+      {"serve", jet::cli::cmd_serve},
+#else
+      {"serve",
+       [](const jet::cli::Args&) -> int {
+         throw jet::Error("this jetengine was built without the HTTP server: install libcpp-httplib-dev and "
+                          "configure with -DJET_SERVER=ON");
+       }},
+#endif
   };
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);

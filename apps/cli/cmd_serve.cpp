@@ -1,0 +1,85 @@
+// `jetengine serve`: the OpenAI-compatible HTTP server (apps/server) over one engine, until
+// Ctrl-C or SIGTERM, after which the requests in flight finish.
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "arg_parser.h"
+#include "commands.h"
+#include "core/log.h"
+#include "engine_flags.h"
+#include "http_server.h"
+
+namespace jet::cli {
+
+namespace {
+
+constexpr const char* kHelp = R"(usage: jetengine serve --model DIR [--host H] [--port P] [options]
+
+An OpenAI-compatible HTTP server: POST /v1/completions and /v1/chat/completions ("stream": true
+for server-sent events), GET /v1/models, /health and /metrics. Requests join the running batch
+as they arrive. A request's fields are OpenAI's (prompt or messages, max_tokens, temperature,
+top_p, seed, stream) plus the engine's sampling fields under their SamplingParams names (top_k,
+repetition_penalty, ignore_eos, stop_token_ids, denoising_steps, remasking_strategy,
+dynamic_threshold, dynamic_factor, eb_threshold); see the README.
+
+Server
+  --host H                  address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)
+  --port P                  (default 8000; 0 picks a free port, printed at start)
+  --max-active N            requests decoded together at most (default: --max-num-seqs)
+  --served-model-name NAME  the model name the API reports (default: the model folder's name)
+
+)";
+
+std::atomic<bool> g_stop_requested{false};
+
+void request_stop(int) { g_stop_requested = true; }
+
+}  // namespace
+
+int cmd_serve(const Args& raw) {
+  ArgParser args(raw, with_engine_value_flags({"--host", "--port", "--max-active", "--served-model-name"}),
+                 with_engine_bool_flags({"--help"}));
+  if (args.has("--help")) {
+    std::fputs(kHelp, stdout);
+    std::fputs(kEngineFlagsHelp, stdout);
+    return 0;
+  }
+  Engine engine(read_engine_options(args));
+  server::ServerOptions options;
+  options.host = args.get("--host").value_or(options.host);
+  options.port = static_cast<int>(args.get_int("--port", options.port));
+  JET_CHECK(options.port >= 0 && options.port <= 65535, "--port must be in [0, 65535], got ", options.port);
+  options.max_active = static_cast<int>(args.get_int("--max-active", 0));
+  options.model_name = args.get("--served-model-name")
+                           .value_or(std::filesystem::path(args.require("--model")).lexically_normal().filename().string());
+  if (options.model_name.empty()) options.model_name = args.require("--model");
+  // The default 4 denoising steps, capped at the block length as generate does.
+  options.defaults.denoising_steps = std::min(options.defaults.denoising_steps, engine.summary().block_length);
+
+  server::HttpServer server(engine, options);
+  const int port = server.listen();
+  log_info("serving ", options.model_name, " on http://", options.host, ":", port, " (Ctrl-C stops)");
+  std::signal(SIGINT, request_stop);
+  std::signal(SIGTERM, request_stop);
+  std::thread watcher([&] {
+    while (!g_stop_requested) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    log_info("stopping: the requests in flight finish first");
+    server.stop();
+  });
+  try {
+    server.serve();
+  } catch (...) {
+    g_stop_requested = true;
+    watcher.join();
+    throw;
+  }
+  g_stop_requested = true;
+  watcher.join();
+  return 0;
+}
+
+}  // namespace jet::cli

@@ -1,0 +1,56 @@
+// The shared engine flags (engine_flags.h).
+#include "engine_flags.h"
+
+namespace jet::cli {
+
+const char* const kEngineFlagsHelp = R"(Engine
+  --device cpu|cuda|auto    (default auto)
+  --block-length B          block length (default: the model's)
+  --max-num-seqs N          sequences denoised together at most (default 512)
+  --max-model-len N         prompt + completion at most (default 4096)
+  --kv-page-size N          tokens per KV-cache page, a multiple of B (default 256)
+  --kv-cache-mb N           KV-cache memory budget in MiB (default: the backend's)
+  --kv-pages N              exact number of KV-cache pages (overrides --kv-cache-mb)
+  --gpu-memory-utilization X
+                            CUDA: share of the GPU's memory to fill, KV cache included (default 0.9)
+  --mask-token-id ID        override the model's mask token
+  --threads N               CPU threads (default: all cores)
+  --no-prefix-caching       do not share KV pages of identical prompt prefixes
+  --enforce-eager           CUDA: no CUDA graphs (launch every op of every forward)
+  --load-format auto|dummy  dummy: random weights of the model's shapes instead of its
+                            safetensors (benchmarks; the folder needs config.json and the
+                            tokenizer only) (default auto)
+)";
+
+std::set<std::string> with_engine_value_flags(std::set<std::string> flags) {
+  flags.insert({"--model", "--device", "--block-length", "--max-num-seqs", "--max-model-len", "--kv-page-size",
+                "--kv-cache-mb", "--kv-pages", "--gpu-memory-utilization", "--mask-token-id", "--threads",
+                "--load-format"});
+  return flags;
+}
+
+std::set<std::string> with_engine_bool_flags(std::set<std::string> flags) {
+  flags.insert({"--no-prefix-caching", "--enforce-eager"});
+  return flags;
+}
+
+EngineOptions read_engine_options(const ArgParser& args) {
+  EngineOptions o;
+  o.model = args.require("--model");
+  o.device = args.get("--device").value_or(o.device);
+  o.block_length = static_cast<int>(args.get_int("--block-length", o.block_length));
+  o.max_num_seqs = static_cast<int>(args.get_int("--max-num-seqs", o.max_num_seqs));
+  o.max_model_len = static_cast<int>(args.get_int("--max-model-len", o.max_model_len));
+  o.kvcache_page_size = static_cast<int>(args.get_int("--kv-page-size", o.kvcache_page_size));
+  o.kv_cache_memory_bytes = args.get_int("--kv-cache-mb", 0) << 20;
+  o.num_kvcache_pages = args.get_int("--kv-pages", o.num_kvcache_pages);
+  o.gpu_memory_utilization = args.get_double("--gpu-memory-utilization", o.gpu_memory_utilization);
+  o.mask_token_id = static_cast<int32_t>(args.get_int("--mask-token-id", o.mask_token_id));
+  o.num_threads = static_cast<int>(args.get_int("--threads", o.num_threads));
+  o.enable_prefix_caching = !args.has("--no-prefix-caching");
+  o.enforce_eager = args.has("--enforce-eager");
+  o.load_format = args.get("--load-format").value_or(o.load_format);
+  return o;
+}
+
+}  // namespace jet::cli

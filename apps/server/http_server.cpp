@@ -1,0 +1,308 @@
+// HttpServer (http_server.h): routes, the request queue between the HTTP threads and the engine
+// thread, the per-request reply channel, and the metrics.
+#include "http_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <ctime>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "openai_api.h"
+
+namespace jet::server {
+
+namespace {
+
+using nlohmann::json;
+
+// Each waiting request holds an HTTP thread, so the pool bounds the requests in flight.
+constexpr int kHttpThreads = 256;
+constexpr size_t kMaxBodyBytes = size_t{16} << 20;
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void respond_error(httplib::Response& res, int status, const std::string& message) {
+  const char* type = status == 400   ? "invalid_request_error"
+                     : status == 404 ? "not_found_error"
+                     : status == 503 ? "unavailable"
+                                     : "server_error";
+  res.status = status;
+  res.set_content(dump(error_body(message, type, status)), "application/json");
+}
+
+// One request's way back from the engine thread to the HTTP thread that waits for it.
+class Reply {
+ public:
+  void text(const std::string& text) {
+    std::lock_guard lock(mutex_);
+    texts_.push_back(text);
+    changed_.notify_all();
+  }
+  void output(GenerationOutput&& out) {
+    std::lock_guard lock(mutex_);
+    output_ = std::move(out);
+    done_ = true;
+    changed_.notify_all();
+  }
+  void fail(const std::string& message, int status) {
+    std::lock_guard lock(mutex_);
+    if (done_) return;
+    error_ = message;
+    status_ = status;
+    done_ = true;
+    changed_.notify_all();
+  }
+  // Waits until there is new text or the request is over; moves the new text into `texts`.
+  // Returns whether it is over (its text then all delivered).
+  bool wait(std::vector<std::string>& texts) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return !texts_.empty() || done_; });
+    for (std::string& t : texts_) texts.push_back(std::move(t));
+    texts_.clear();
+    return done_;
+  }
+  // After wait() returned true.
+  bool failed() const { return status_ != 0; }
+  int status() const { return status_; }
+  const std::string& error() const { return error_; }
+  const GenerationOutput& output() const { return output_; }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::string> texts_;
+  GenerationOutput output_;
+  std::string error_;
+  int status_ = 0;
+  bool done_ = false;
+};
+
+bool send_event(httplib::DataSink& sink, const std::string& data) {
+  const std::string event = "data: " + data + "\n\n";
+  return sink.write(event.data(), event.size());
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Engine& engine;
+  ServerOptions options;
+  httplib::Server http;
+  std::thread listener;
+
+  std::mutex mutex;  // guards queue, in_flight, stopping
+  std::condition_variable queued;
+  std::deque<std::pair<ServeRequest, std::shared_ptr<Reply>>> queue;
+  std::set<std::shared_ptr<Reply>> in_flight;  // taken by the engine, not finished
+  bool stopping = false;
+
+  std::atomic<uint64_t> next_id{0}, ok{0}, rejected{0}, prompt_tokens{0}, completion_tokens{0};
+
+  Impl(Engine& e, ServerOptions o) : engine(e), options(std::move(o)) {}
+
+  void routes();
+  void generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  bool take(size_t room, bool idle, std::vector<ServeRequest>& out);
+  void finished(const std::shared_ptr<Reply>& reply) {
+    std::lock_guard lock(mutex);
+    in_flight.erase(reply);
+  }
+  std::string metrics();
+};
+
+void HttpServer::Impl::routes() {
+  http.new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
+  http.set_payload_max_length(kMaxBodyBytes);
+  http.Post("/v1/completions",
+            [this](const httplib::Request& req, httplib::Response& res) { generate(Endpoint::Completions, req, res); });
+  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    generate(Endpoint::ChatCompletions, req, res);
+  });
+  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    const json model = {{"id", options.model_name}, {"object", "model"}, {"owned_by", "jetengine"}};
+    res.set_content(dump({{"object", "list"}, {"data", json::array({model})}}), "application/json");
+  });
+  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"status":"ok"})", "application/json");
+  });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics(), "text/plain; version=0.0.4");
+  });
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (res.status == 404) respond_error(res, 404, "no route " + req.method + " " + req.path);
+  });
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr e) {
+    std::string message = "internal error";
+    try {
+      if (e) std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      message = ex.what();
+    } catch (...) {
+    }
+    respond_error(res, 500, message);
+  });
+}
+
+void HttpServer::Impl::generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  ParsedRequest parsed;
+  try {
+    parsed = parse_request(endpoint, req.body, engine, options.defaults);
+  } catch (const Error& e) {
+    ++rejected;
+    return respond_error(res, 400, e.what());
+  }
+  auto reply = std::make_shared<Reply>();
+  ServeRequest request;
+  request.prompt = std::move(parsed.prompt);
+  request.params = parsed.params;
+  if (parsed.stream) request.on_text = [reply](const std::string& text) { reply->text(text); };
+  request.on_output = [this, reply](GenerationOutput&& out) {
+    ++ok;
+    prompt_tokens += out.prompt_len;
+    completion_tokens += out.completion_ids.size();
+    reply->output(std::move(out));
+    finished(reply);
+  };
+  request.on_error = [this, reply](const std::string& error) {
+    ++rejected;
+    reply->fail(error, 400);
+    finished(reply);
+  };
+  {
+    std::lock_guard lock(mutex);
+    if (stopping) return respond_error(res, 503, "the server is shutting down");
+    queue.emplace_back(std::move(request), reply);
+  }
+  queued.notify_one();
+
+  const std::string id = (endpoint == Endpoint::Completions ? "cmpl-" : "chatcmpl-") + std::to_string(next_id++);
+  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  // Even a streamed response waits for its first event: a request the engine rejects still gets
+  // its 4xx status rather than an event stream.
+  std::vector<std::string> texts;
+  bool done = reply->wait(texts);
+  if (!parsed.stream) {
+    while (!done) done = reply->wait(texts);
+  }
+  if (done && reply->failed()) return respond_error(res, reply->status(), reply->error());
+  if (!parsed.stream) {
+    res.set_content(dump(completion_response(endpoint, id, created, options.model_name, reply->output())),
+                    "application/json");
+    return;
+  }
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream", [this, reply, endpoint, id, created, texts = std::move(texts), done,
+                            first = true](size_t, httplib::DataSink& sink) mutable {
+        for (const std::string& text : texts) {
+          if (!send_event(sink, dump(stream_chunk(endpoint, id, created, options.model_name, text, "", first)))) {
+            return false;  // the client left; the request still finishes in the engine
+          }
+          first = false;
+        }
+        texts.clear();
+        if (done) {
+          const std::string reason = reply->failed() ? "error" : reply->output().finish_reason;
+          send_event(sink, dump(stream_chunk(endpoint, id, created, options.model_name, "", reason, first)));
+          send_event(sink, "[DONE]");
+          sink.done();
+          return true;
+        }
+        done = reply->wait(texts);
+        return true;
+      });
+}
+
+bool HttpServer::Impl::take(size_t room, bool idle, std::vector<ServeRequest>& out) {
+  std::unique_lock lock(mutex);
+  if (idle) queued.wait(lock, [&] { return stopping || !queue.empty(); });
+  if (stopping) return false;
+  for (; room > 0 && !queue.empty(); --room) {
+    out.push_back(std::move(queue.front().first));
+    in_flight.insert(queue.front().second);
+    queue.pop_front();
+  }
+  return true;
+}
+
+std::string HttpServer::Impl::metrics() {
+  size_t waiting = 0, running = 0;
+  {
+    std::lock_guard lock(mutex);
+    waiting = queue.size();
+    running = in_flight.size();
+  }
+  return str("# HELP jetengine_requests_total Requests answered, by outcome.\n",
+             "# TYPE jetengine_requests_total counter\n",
+             "jetengine_requests_total{outcome=\"ok\"} ", ok.load(), "\n",
+             "jetengine_requests_total{outcome=\"rejected\"} ", rejected.load(), "\n",
+             "# HELP jetengine_prompt_tokens_total Prompt tokens of the finished requests.\n",
+             "# TYPE jetengine_prompt_tokens_total counter\n",
+             "jetengine_prompt_tokens_total ", prompt_tokens.load(), "\n",
+             "# HELP jetengine_completion_tokens_total Completion tokens of the finished requests.\n",
+             "# TYPE jetengine_completion_tokens_total counter\n",
+             "jetengine_completion_tokens_total ", completion_tokens.load(), "\n",
+             "# HELP jetengine_requests_running Requests the engine is decoding.\n",
+             "# TYPE jetengine_requests_running gauge\n",
+             "jetengine_requests_running ", running, "\n",
+             "# HELP jetengine_requests_waiting Requests queued for the engine.\n",
+             "# TYPE jetengine_requests_waiting gauge\n",
+             "jetengine_requests_waiting ", waiting, "\n");
+}
+
+HttpServer::HttpServer(Engine& engine, ServerOptions options)
+    : impl_(std::make_unique<Impl>(engine, std::move(options))) {
+  impl_->routes();
+}
+
+HttpServer::~HttpServer() {
+  stop();
+  if (impl_->listener.joinable()) impl_->listener.join();
+}
+
+int HttpServer::listen() {
+  Impl& s = *impl_;
+  const int port = s.options.port == 0 ? s.http.bind_to_any_port(s.options.host)
+                   : s.http.bind_to_port(s.options.host, s.options.port) ? s.options.port
+                                                                          : -1;
+  JET_CHECK(port > 0, "cannot listen on ", s.options.host, ":", s.options.port,
+            " (in use, or not an address of this machine)");
+  s.listener = std::thread([&s] { s.http.listen_after_bind(); });
+  return port;
+}
+
+void HttpServer::serve() {
+  Impl& s = *impl_;
+  try {
+    s.engine.serve([&s](size_t room, bool idle, std::vector<ServeRequest>& out) { return s.take(room, idle, out); },
+                   s.options.max_active);
+  } catch (const std::exception& e) {
+    // The engine failed (e.g. a device error): answer everyone still waiting, then report it.
+    std::lock_guard lock(s.mutex);
+    for (const std::shared_ptr<Reply>& reply : s.in_flight) reply->fail(str("the engine failed: ", e.what()), 500);
+    s.in_flight.clear();
+    throw;
+  }
+}
+
+void HttpServer::stop() {
+  Impl& s = *impl_;
+  {
+    std::lock_guard lock(s.mutex);
+    s.stopping = true;
+    for (auto& [request, reply] : s.queue) reply->fail("the server is shutting down", 503);
+    s.queue.clear();
+  }
+  s.queued.notify_all();
+  s.http.stop();
+}
+
+}  // namespace jet::server

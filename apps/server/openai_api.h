@@ -1,0 +1,45 @@
+// The OpenAI-compatible bodies of `jetengine serve`: a /v1/completions or /v1/chat/completions
+// request as an engine request, an engine output as the response, the SSE chunks of a streamed
+// one, and the error body. Pure functions of their arguments (no I/O), so they are tested alone.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "jet/engine.h"
+
+namespace jet::server {
+
+enum class Endpoint { Completions, ChatCompletions };
+
+struct ParsedRequest {
+  Prompt prompt;  // chat: the messages rendered through the model's chat template
+  SamplingParams params;
+  bool stream = false;
+};
+
+// Reads a request body. Fields: OpenAI's (prompt or messages, max_tokens / max_completion_tokens,
+// temperature, top_p, seed, stream, n = 1, stop = none) and the engine's sampling fields under
+// their SamplingParams names (top_k, repetition_penalty, ignore_eos, stop_token_ids,
+// denoising_steps, remasking_strategy, dynamic_threshold, dynamic_factor, eb_threshold); other
+// fields are ignored. Throws jet::Error naming the field for malformed JSON, a wrong type or
+// something the engine does not do (several prompts or choices, stop strings). Ranges are the
+// engine's to check. `engine` renders chat messages; `defaults` fills what the body leaves out.
+ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const Engine& engine,
+                            const SamplingParams& defaults);
+
+// The response to a finished request (`id` e.g. "cmpl-7", `created` in Unix seconds).
+nlohmann::json completion_response(Endpoint endpoint, const std::string& id, int64_t created,
+                                   const std::string& model, const GenerationOutput& out);
+
+// One SSE chunk of a streamed response: new completion text, or (finish_reason set, text empty)
+// the last one. Chat chunks carry the assistant role in the first.
+nlohmann::json stream_chunk(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
+                            const std::string& text, const std::string& finish_reason, bool first);
+
+// {"error": {"message", "type", "code"}}.
+nlohmann::json error_body(const std::string& message, const std::string& type, int code);
+
+}  // namespace jet::server

@@ -1,0 +1,123 @@
+// The OpenAI-compatible bodies (apps/server/openai_api.h): requests become the engine's prompt and
+// SamplingParams, what the engine does not do is an error naming the field, and the responses
+// have OpenAI's shape.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "jet/engine.h"
+#include "openai_api.h"
+
+namespace {
+
+using jet::server::Endpoint;
+using jet::server::parse_request;
+using nlohmann::json;
+
+jet::Engine& demo_engine() {
+  static jet::Engine engine([] {
+    jet::EngineOptions o;
+    o.model = std::string(JET_REPO_DIR) + "/models/sdar-tiny-arith";
+    o.device = "cpu";
+    o.kv_cache_memory_bytes = int64_t{64} << 20;
+    return o;
+  }());
+  return engine;
+}
+
+std::string error_of(Endpoint endpoint, const std::string& body) {
+  try {
+    parse_request(endpoint, body, demo_engine(), {});
+  } catch (const jet::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(OpenAiApi, CompletionFieldsBecomeSamplingParams) {
+  const auto r = parse_request(Endpoint::Completions,
+                               R"({"prompt": "Hi", "max_tokens": 7, "temperature": 0, "top_p": 0.5, "top_k": 3,
+                                   "seed": 11, "stop_token_ids": [5, 6], "ignore_eos": true, "denoising_steps": 2,
+                                   "remasking_strategy": "entropy_bounded", "eb_threshold": 0.5, "stream": true,
+                                   "model": "anything", "user": "ignored", "stop": null, "n": 1})",
+                               demo_engine(), {});
+  EXPECT_EQ(std::get<std::string>(r.prompt), "Hi");
+  EXPECT_EQ(r.params.max_tokens, 7);
+  EXPECT_EQ(r.params.temperature, 0.0);
+  EXPECT_EQ(r.params.top_p, 0.5);
+  EXPECT_EQ(r.params.top_k, 3);
+  EXPECT_EQ(r.params.seed, 11u);
+  EXPECT_EQ(r.params.stop_token_ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_TRUE(r.params.ignore_eos);
+  EXPECT_EQ(r.params.denoising_steps, 2);
+  EXPECT_EQ(r.params.remasking_strategy, "entropy_bounded");
+  EXPECT_EQ(r.params.eb_threshold, 0.5);
+  EXPECT_TRUE(r.stream);
+}
+
+TEST(OpenAiApi, PromptsAsTextOrTokenIdsAndDefaults) {
+  jet::SamplingParams defaults;
+  defaults.max_tokens = 9;
+  const auto ids = parse_request(Endpoint::Completions, R"({"prompt": [1, 2, 3]})", demo_engine(), defaults);
+  EXPECT_EQ(std::get<std::vector<int32_t>>(ids.prompt), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(ids.params.max_tokens, 9);
+  EXPECT_FALSE(ids.stream);
+  const auto one = parse_request(Endpoint::Completions, R"({"prompt": ["only"]})", demo_engine(), {});
+  EXPECT_EQ(std::get<std::string>(one.prompt), "only");
+}
+
+TEST(OpenAiApi, ChatMessagesGoThroughTheTemplate) {
+  const auto r = parse_request(
+      Endpoint::ChatCompletions,
+      R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "What is "}, {"type": "text", "text": "2 + 2?"}]}],
+          "max_completion_tokens": 5})",
+      demo_engine(), {});
+  EXPECT_EQ(std::get<std::string>(r.prompt), demo_engine().apply_chat_template({{"user", "What is 2 + 2?", ""}}));
+  EXPECT_EQ(r.params.max_tokens, 5);
+}
+
+TEST(OpenAiApi, WhatTheEngineDoesNotDoIsAnErrorNamingTheField) {
+  EXPECT_NE(error_of(Endpoint::Completions, "{not json").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of(Endpoint::Completions, "[1, 2]").find("JSON object"), std::string::npos);
+  EXPECT_NE(error_of(Endpoint::Completions, "{}").find("'prompt' is missing"), std::string::npos);
+  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": ["a", "b"]})").find("one prompt"), std::string::npos);
+  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": [1, -2]})").find("token ids"), std::string::npos);
+  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "n": 2})").find("'n'"), std::string::npos);
+  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "stop": ["\n"]})").find("stop strings"),
+            std::string::npos);
+  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "temperature": "hot"})").find("'temperature'"),
+            std::string::npos);
+  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "max_tokens": 1.5})").find("'max_tokens'"),
+            std::string::npos);
+  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "stream": 1})").find("'stream'"), std::string::npos);
+  EXPECT_NE(error_of(Endpoint::ChatCompletions, R"({"messages": []})").find("'messages'"), std::string::npos);
+  EXPECT_NE(error_of(Endpoint::ChatCompletions, R"({"messages": [{"content": "x"}]})").find("'role'"),
+            std::string::npos);
+}
+
+TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
+  jet::GenerationOutput out;
+  out.completion_text = "42";
+  out.completion_ids = {7, 8};
+  out.prompt_len = 5;
+  out.finish_reason = "stop";
+  const json c = jet::server::completion_response(Endpoint::Completions, "cmpl-1", 100, "m", out);
+  EXPECT_EQ(c["object"], "text_completion");
+  EXPECT_EQ(c["choices"][0]["text"], "42");
+  EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(c["usage"]["total_tokens"], 7);
+  const json chat = jet::server::completion_response(Endpoint::ChatCompletions, "chatcmpl-1", 100, "m", out);
+  EXPECT_EQ(chat["object"], "chat.completion");
+  EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(chat["choices"][0]["message"]["content"], "42");
+  const json first = jet::server::stream_chunk(Endpoint::ChatCompletions, "x", 1, "m", "4", "", true);
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(first["choices"][0]["delta"]["content"], "4");
+  EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+  const json last = jet::server::stream_chunk(Endpoint::Completions, "x", 1, "m", "", "length", false);
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(jet::server::error_body("bad", "invalid_request_error", 400)["error"]["code"], 400);
+}
