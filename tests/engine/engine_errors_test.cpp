@@ -10,17 +10,11 @@
 
 namespace {
 
+using jet::test::greedy;
+
 std::string tiny_model_dir() {
   static const std::string dir = jet::test::tiny_model_folder("--arch sdar --seed 5");
   return dir;
-}
-
-jet::SamplingParams greedy(int max_tokens) {
-  jet::SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
 }
 
 void expect_error(jet::Engine& engine, const std::vector<jet::Prompt>& prompts, const jet::SamplingParams& p,

@@ -11,13 +11,7 @@
 
 namespace {
 
-jet::SamplingParams greedy(int max_tokens) {
-  jet::SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
+using jet::test::greedy;
 
 struct Result {
   std::string streamed, error;

@@ -49,12 +49,17 @@ EngineOptions cpu_options(const std::string& dir) {
   return o;
 }
 
-std::vector<GenerationOutput> greedy_decode(Engine& engine, int max_tokens) {
+SamplingParams greedy(int max_tokens) {
   SamplingParams p;
   p.temperature = 0;
   p.max_tokens = max_tokens;
   p.ignore_eos = true;
-  return engine.generate({std::vector<int32_t>{5, 6, 7, 8, 9, 10}, std::vector<int32_t>{11, 12, 13}}, {p});
+  return p;
+}
+
+std::vector<GenerationOutput> greedy_decode(Engine& engine, int max_tokens) {
+  return engine.generate({std::vector<int32_t>{5, 6, 7, 8, 9, 10}, std::vector<int32_t>{11, 12, 13}},
+                         {greedy(max_tokens)});
 }
 
 }  // namespace jet::test

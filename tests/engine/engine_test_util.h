@@ -1,7 +1,7 @@
 // Helpers the engine tests share: a tiny random model in a folder of the calling process's own
 // (ctest runs every test as a separate process, several at once, so a fixed folder name let one
-// test rewrite the checkpoint another was reading), CPU engine options, and a greedy decode of
-// two fixed prompts.
+// test rewrite the checkpoint another was reading), CPU engine options, greedy sampling params
+// and a greedy decode of two fixed prompts.
 #pragma once
 
 #include <string>
@@ -18,6 +18,9 @@ std::string tiny_model_folder(const std::string& args);
 
 // EngineOptions for `dir` on the CPU backend, everything else default.
 EngineOptions cpu_options(const std::string& dir);
+
+// Greedy sampling of exactly max_tokens tokens (EOS ignored).
+SamplingParams greedy(int max_tokens);
 
 // Greedy decodes of the prompts {5..10} and {11, 12, 13}, max_tokens each (EOS ignored).
 std::vector<GenerationOutput> greedy_decode(Engine& engine, int max_tokens);
