@@ -1,5 +1,6 @@
 // `jetengine serve`: the OpenAI-compatible HTTP server (apps/server) over one engine, until
 // Ctrl-C or SIGTERM, after which the requests in flight finish.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
