@@ -30,7 +30,8 @@ void rotate_half(float* head, const float* cos_a, const float* sin_a, int half) 
 }  // namespace
 
 void CpuBackend::rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
-  const auto [T, H] = check_rmsnorm_args(x, w, out, DType::F32);
+  const RowsShape shape = check_rmsnorm_args(x, w, out, DType::F32);
+  const int64_t T = shape.rows, H = shape.width;
   const float *xp = x.ptr<float>(), *wp = w.ptr<float>();
   float* op = out.ptr<float>();
 #pragma omp parallel for num_threads(threads_for(T * H))
@@ -38,7 +39,8 @@ void CpuBackend::rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& ou
 }
 
 void CpuBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) {
-  const auto [T, H] = check_add_rmsnorm_args(residual, x, w, out, DType::F32);
+  const RowsShape shape = check_add_rmsnorm_args(residual, x, w, out, DType::F32);
+  const int64_t T = shape.rows, H = shape.width;
   float* rp = residual.ptr<float>();
   const float *xp = x.ptr<float>(), *wp = w.ptr<float>();
   float* op = out.ptr<float>();

@@ -153,7 +153,8 @@ __global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k
 }  // namespace
 
 void CudaBackend::rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
-  const auto [T, H] = check_rmsnorm_args(x, w, out, DType::BF16);
+  const RowsShape shape = check_rmsnorm_args(x, w, out, DType::BF16);
+  const int64_t T = shape.rows, H = shape.width;
   if (T == 0) return;
   const auto blocks = static_cast<unsigned>(T);
   const bool packs = packs_of_8(H, {x.data, w.data, out.data});
@@ -163,7 +164,8 @@ void CudaBackend::rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& o
 }
 
 void CudaBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) {
-  const auto [T, H] = check_add_rmsnorm_args(residual, x, w, out, DType::BF16);
+  const RowsShape shape = check_add_rmsnorm_args(residual, x, w, out, DType::BF16);
+  const int64_t T = shape.rows, H = shape.width;
   if (T == 0) return;
   const auto blocks = static_cast<unsigned>(T);
   const bool packs = packs_of_8(H, {residual.data, x.data, w.data, out.data});
