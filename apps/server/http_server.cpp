@@ -164,17 +164,18 @@ void HttpServer::Impl::generate(Endpoint endpoint, const httplib::Request& req, 
   request.prompt = std::move(parsed.prompt);
   request.params = parsed.params;
   if (parsed.stream) request.on_text = [reply](const std::string& text) { reply->text(text); };
+  // The counts first, then the reply: whoever the reply wakes sees metrics that include it.
   request.on_output = [this, reply](GenerationOutput&& out) {
     ++ok;
     prompt_tokens += out.prompt_len;
     completion_tokens += out.completion_ids.size();
-    reply->output(std::move(out));
     finished(reply);
+    reply->output(std::move(out));
   };
   request.on_error = [this, reply](const std::string& error) {
     ++rejected;
-    reply->fail(error, 400);
     finished(reply);
+    reply->fail(error, 400);
   };
   {
     std::lock_guard lock(mutex);
