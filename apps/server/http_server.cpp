@@ -186,13 +186,10 @@ void HttpServer::Impl::generate(Endpoint endpoint, const httplib::Request& req, 
 
   const std::string id = (endpoint == Endpoint::Completions ? "cmpl-" : "chatcmpl-") + std::to_string(next_id++);
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
-  // Even a streamed response waits for its first event: a request the engine rejects still gets
-  // its 4xx status rather than an event stream.
+  // A streamed response too waits for its first event, so a request the engine rejects still gets
+  // its 4xx status rather than an event stream. (Without on_text the first event is the end.)
   std::vector<std::string> texts;
-  bool done = reply->wait(texts);
-  if (!parsed.stream) {
-    while (!done) done = reply->wait(texts);
-  }
+  const bool done = reply->wait(texts);
   if (done && reply->failed()) return respond_error(res, reply->status(), reply->error());
   if (!parsed.stream) {
     res.set_content(dump(completion_response(endpoint, id, created, options.model_name, reply->output())),
@@ -201,7 +198,7 @@ void HttpServer::Impl::generate(Endpoint endpoint, const httplib::Request& req, 
   }
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
-      "text/event-stream", [this, reply, endpoint, id, created, texts = std::move(texts), done,
+      "text/event-stream", [this, reply, endpoint, id, created, texts = std::move(texts), done = done,
                             first = true](size_t, httplib::DataSink& sink) mutable {
         for (const std::string& text : texts) {
           if (!send_event(sink, dump(stream_chunk(endpoint, id, created, options.model_name, text, "", first)))) {

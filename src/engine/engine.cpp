@@ -446,7 +446,7 @@ void Engine::serve(const RequestSource& source, int max_active) {
       },
       [&] {
         for (auto& [id, entry] : live) {
-          if (!entry.request.on_text || entry.seq.completion.size() <= entry.streamed) continue;
+          if (!entry.request.on_text) continue;
           const std::string text = entry.new_text();
           if (!text.empty()) entry.request.on_text(text);
         }

@@ -56,6 +56,16 @@ SlotParams greedy(Strategy strategy) {
   return p;
 }
 
+// Sampling at T = 1 with a seed: each draw is tied to its position and step.
+SlotParams seeded(Strategy strategy, uint64_t seed) {
+  SlotParams p;
+  p.temperature = 1.0f;
+  p.strategy = strategy;
+  p.mask_id = kMask;
+  p.seed = seed;
+  return p;
+}
+
 using Ints = std::vector<int32_t>;
 
 }  // namespace
@@ -111,11 +121,7 @@ TEST_F(DecodeOps, DenoiseStepCommitsPerRowStrategy) {
 }
 
 TEST_F(DecodeOps, SeededRandomStrategyIsReproducibleAndBatchIndependent) {
-  SlotParams p;
-  p.temperature = 1.0f;
-  p.strategy = Strategy::Random;
-  p.mask_id = kMask;
-  p.seed = 2024;
+  const SlotParams p = seeded(Strategy::Random, 2024);
   std::mt19937 rng(1);
   const std::vector<float> logits = random_floats(rng, 2 * kB * kV, -2.0f, 2.0f);
   const StepRow row{1, 40, 9, 1, 0};
@@ -166,11 +172,7 @@ TEST_F(DecodeOps, DenoiseStepRejectsBadRows) {
 // gives what sampling the full layout's row i * B + j of every masked position gives: the same
 // token, logprob and entropy, bit for bit. Seeded sampling at T = 1 ties each draw to its position.
 TEST_F(DecodeOps, DenoiseStepCompactLogitsMatchTheFullLayout) {
-  SlotParams p;
-  p.temperature = 1.0f;
-  p.strategy = Strategy::LowConfidenceStatic;
-  p.mask_id = kMask;
-  p.seed = 77;
+  const SlotParams p = seeded(Strategy::LowConfidenceStatic, 77);
   const Ints block2 = {kMask, 3, kMask, kMask}, block0 = {kMask, kMask, 5, kMask};
   // Row 0 = slot 2 (one commit: the most confident), row 1 = slot 0 (last step: all commit).
   std::vector<StepRow> rows = {{2, 20, 3, 1, 0, 0}, {0, 8, 1, 1, 1, 0}};
