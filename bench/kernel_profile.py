@@ -10,8 +10,8 @@ makes one) runs with --load-format dummy. The kernel stream is cut into forwards
 forward starts at its gather_block_tokens kernels, a prefill at the embedding kernel; the embedding
 kernel after the final norm is the LM head's row gather), and the time of the denoise forwards
 (those that end in the sampling kernels) is summed by component: the layers' GEMMs, the LM head
-(a forward's last GEMM), attention (K/V write, attention, split combine), norms, qk_norm_rope,
-swiglu, sampling, other. Prefill forwards are listed but left out of the shares. Kernel time only:
+(a forward's last GEMM), attention (attention, split combine), norms, qk_norm_rope (which also
+stores the K/V), swiglu, sampling, other. Prefill forwards are listed but left out of the shares. Kernel time only:
 the host's gaps between launches are the difference to the unprofiled wall time of the same
 workload. --enforce-eager because ncu times kernels one by one either way. --save FILE keeps every
 kernel's name, grid and time as CSV.
@@ -25,7 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 
 COMPONENTS = [
-    ("attention", ("attention_kernel", "write_kv_kernel", "combine_splits_kernel")),
+    ("attention", ("attention_kernel", "combine_splits_kernel")),
     ("norms", ("rmsnorm_kernel",)),  # add_rmsnorm_kernel too
     ("qk_norm_rope", ("qk_norm_rope_kernel",)),
     ("swiglu", ("swiglu_kernel",)),

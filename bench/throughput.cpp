@@ -73,7 +73,9 @@ int main(int argc, char** argv) {
   std::printf("device %s  model %s  block %d  steps %d  prompt %d  max_tokens %d  strategy %s\n",
               engine.summary().device.c_str(), model.c_str(),
               engine.summary().block_length, p.denoising_steps, prompt_len, max_tokens, p.remasking_strategy.c_str());
-  std::printf("%6s %10s %10s %12s %12s\n", "batch", "tokens", "seconds", "tok/s", opts.profile_ops ? "GEMM share" : "");
+  // "device idle": the share of the wall time the device waited for the host between forwards.
+  std::printf("%6s %10s %10s %12s %12s %12s\n", "batch", "tokens", "seconds", "tok/s", "device idle",
+              opts.profile_ops ? "GEMM share" : "");
   std::mt19937 rng(0);
   for (int batch : batches) {
     std::vector<jet::Prompt> prompts;
@@ -89,6 +91,7 @@ int main(int argc, char** argv) {
       engine.generate(prompts, {warm});
     }
     const auto before = engine.op_seconds();
+    const double idle_before = engine.device_idle_seconds();
     const auto start = std::chrono::steady_clock::now();
     size_t tokens = 0;
     for (const auto& out : engine.generate(prompts, {p})) tokens += out.completion_ids.size();
@@ -99,7 +102,8 @@ int main(int argc, char** argv) {
       ops += delta;
       if (op == "matmul") gemm = delta;
     }
-    std::printf("%6d %10zu %10.3f %12.1f", batch, tokens, secs, tokens / secs);
+    const double idle = engine.device_idle_seconds() - idle_before;
+    std::printf("%6d %10zu %10.3f %12.1f %11.1f%%", batch, tokens, secs, tokens / secs, 100.0 * idle / secs);
     if (!opts.profile_ops) {
       std::printf("\n");
       continue;
@@ -125,12 +129,15 @@ int main(int argc, char** argv) {
       params.back().max_tokens = static_cast<int>(64 + rng() % 449);
     }
     size_t tokens = 0;
+    const double idle_before = engine.device_idle_seconds();
     const auto start = std::chrono::steady_clock::now();
     engine.generate_streaming(prompts, params, max_active,
                               [&](size_t, jet::GenerationOutput&& out) { tokens += out.completion_ids.size(); });
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("mode 2: %d requests (prompt 50-600, max_tokens 64-512), max_active %d: %zu tokens in %.3f s = %.1f tok/s\n",
-                requests, max_active, tokens, secs, tokens / secs);
+    const double idle = engine.device_idle_seconds() - idle_before;
+    std::printf("mode 2: %d requests (prompt 50-600, max_tokens 64-512), max_active %d: %zu tokens in %.3f s = %.1f "
+                "tok/s, device idle %.1f%%\n",
+                requests, max_active, tokens, secs, tokens / secs, 100.0 * idle / secs);
   }
   return 0;
 }

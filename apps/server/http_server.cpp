@@ -199,7 +199,7 @@ void HttpServer::Impl::generate(Endpoint endpoint, const httplib::Request& req, 
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream", [this, reply, endpoint, id, created, texts = std::move(texts), done = done,
-                            first = true](size_t, httplib::DataSink& sink) mutable {
+                            include_usage = parsed.include_usage, first = true](size_t, httplib::DataSink& sink) mutable {
         for (const std::string& text : texts) {
           if (!send_event(sink, dump(stream_chunk(endpoint, id, created, options.model_name, text, "", first)))) {
             return false;  // the client left; the request still finishes in the engine
@@ -210,6 +210,9 @@ void HttpServer::Impl::generate(Endpoint endpoint, const httplib::Request& req, 
         if (done) {
           const std::string reason = reply->failed() ? "error" : reply->output().finish_reason;
           send_event(sink, dump(stream_chunk(endpoint, id, created, options.model_name, "", reason, first)));
+          if (include_usage && !reply->failed()) {
+            send_event(sink, dump(usage_chunk(endpoint, id, created, options.model_name, reply->output())));
+          }
           send_event(sink, "[DONE]");
           sink.done();
           return true;

@@ -144,6 +144,10 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const En
   ParsedRequest parsed;
   parsed.params = read_sampling(request, endpoint, defaults);
   parsed.stream = bool_field(request, "stream", false);
+  if (const json* options = field(request, "stream_options")) {
+    JET_CHECK(options->is_object(), "field 'stream_options' must be an object, got ", options->dump());
+    parsed.include_usage = bool_field(*options, "include_usage", false);
+  }
   parsed.prompt = endpoint == Endpoint::Completions ? read_prompt(request) : read_messages(request, engine);
   return parsed;
 }
@@ -180,6 +184,16 @@ json stream_chunk(Endpoint endpoint, const std::string& id, int64_t created, con
           {"created", created},
           {"model", model},
           {"choices", json::array({choice})}};
+}
+
+json usage_chunk(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
+                 const GenerationOutput& out) {
+  return {{"id", id},
+          {"object", endpoint == Endpoint::Completions ? "text_completion" : "chat.completion.chunk"},
+          {"created", created},
+          {"model", model},
+          {"choices", json::array()},
+          {"usage", usage(out)}};
 }
 
 json error_body(const std::string& message, const std::string& type, int code) {

@@ -18,10 +18,11 @@ struct ParsedRequest {
   Prompt prompt;  // chat: the messages rendered through the model's chat template
   SamplingParams params;
   bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage: a last chunk carries the token counts
 };
 
 // Reads a request body. Fields: OpenAI's (prompt or messages, max_tokens / max_completion_tokens,
-// temperature, top_p, seed, stream, n = 1, stop = none) and the engine's sampling fields under
+// temperature, top_p, seed, stream, stream_options.include_usage, n = 1, stop = none) and the engine's sampling fields under
 // their SamplingParams names (top_k, repetition_penalty, ignore_eos, stop_token_ids,
 // denoising_steps, remasking_strategy, dynamic_threshold, dynamic_factor, eb_threshold); other
 // fields are ignored. Throws jet::Error naming the field for malformed JSON, a wrong type or
@@ -38,6 +39,10 @@ nlohmann::json completion_response(Endpoint endpoint, const std::string& id, int
 // the last one. Chat chunks carry the assistant role in the first.
 nlohmann::json stream_chunk(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
                             const std::string& text, const std::string& finish_reason, bool first);
+
+// The chunk that ends a stream asked for stream_options.include_usage: no choices, the usage.
+nlohmann::json usage_chunk(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
+                           const GenerationOutput& out);
 
 // {"error": {"message", "type", "code"}}.
 nlohmann::json error_body(const std::string& message, const std::string& type, int code);

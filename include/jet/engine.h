@@ -159,6 +159,9 @@ class Engine {
   const ModelSummary& summary() const;
   // Seconds spent in each backend op since construction (empty unless options.profile_ops).
   std::map<std::string, double> op_seconds() const;
+  // Seconds since construction the device sat idle between forwards of a generation, waiting for
+  // the host (scheduling, batch layouts, copies): wall time that no faster kernel removes.
+  double device_idle_seconds() const;
 
   struct Impl;
 

@@ -174,13 +174,19 @@ class Backend {
   virtual void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
   // residual += x; out = rmsnorm(residual, w)
   virtual void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
-  // In place on packed qkv [T, (nh + 2*nkv) * hd]: per-head RMSNorm of q and k (skipped when the
-  // norm tensor has no data), then NeoX rotate-half RoPE of q and k at batch positions.
+  // On packed qkv [T, (nh + 2*nkv) * hd]: per-head RMSNorm of q and k (skipped when the norm
+  // tensor has no data), then NeoX rotate-half RoPE of q and k at batch positions. q is rewritten
+  // in place; k (normed and rotated) and v go into the cache layer [pages, page_size, nkv, hd],
+  // each token at its (sequence, position) slot through the page table, where attention reads
+  // them (qkv's k and v columns are left as they were). Storing them here, in the same pass,
+  // spares the GPU a kernel per layer.
   virtual void qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
-                            const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd) = 0;
-  // Writes the batch's K/V (from qkv) into the cache layer, then attention per BatchLayout's rule;
-  // out [T, nh * hd]. Scale 1/sqrt(hd); GQA: q head h reads kv head h / (nh / nkv).
-  virtual void attention(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int page_size,
+                            const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd, Tensor& k_cache,
+                            Tensor& v_cache, int page_size) = 0;
+  // Every query of qkv (its q columns) attends its sequence's keys in the cache layer, this
+  // forward's own included (qk_norm_rope wrote them), per BatchLayout's rule; out [T, nh * hd].
+  // Scale 1/sqrt(hd); GQA: q head h reads kv head h / (nh / nkv).
+  virtual void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, int page_size,
                          const ForwardBatch& batch, int nh, int nkv, int hd, Tensor& out) = 0;
   // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]
   virtual void swiglu(const Tensor& gate_up, Tensor& out) = 0;

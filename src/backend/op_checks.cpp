@@ -24,15 +24,60 @@ RowsShape check_add_rmsnorm_args(const Tensor& residual, const Tensor& x, const 
   return s;
 }
 
+int64_t check_kv_cache_args(const char* op, const Tensor& k_cache, const Tensor& v_cache, int page_size, int nkv,
+                            int hd, DType dtype) {
+  JET_CHECK(page_size > 0, op, ": page_size ", page_size, " must be positive");
+  check_tensor(k_cache, op, "k_cache", dtype, {-1, page_size, nkv, hd});
+  check_tensor(v_cache, op, "v_cache", dtype, {k_cache.dim(0), page_size, nkv, hd});
+  return k_cache.dim(0);
+}
+
+void check_paged_batch(const char* op, const ForwardBatch& batch, int64_t T, int page_size, int64_t num_pages) {
+  const BatchLayout& h = batch.host;
+  const int S = h.num_seqs;
+  JET_CHECK(S >= 0 && S <= 65535 && h.num_tokens == T && h.max_pages >= 0, op, ": batch has ", S,
+            " sequences (at most 65535) and ", h.num_tokens, " tokens for ", T, " qkv rows");
+  JET_CHECK(h.positions.size() == size_t(T) && h.seq_starts.size() == size_t(S) + 1 &&
+                h.cached_lens.size() == size_t(S) && h.page_table.size() == size_t(S) * h.max_pages,
+            op, ": the batch's host layout has ", h.positions.size(), " positions, ", h.seq_starts.size(),
+            " seq_starts, ", h.cached_lens.size(), " cached_lens and ", h.page_table.size(), " page-table entries for ",
+            S, " sequences, ", T, " tokens and ", h.max_pages, " pages per sequence");
+  check_tensor(batch.positions, op, "positions", DType::I32, {T});
+  check_tensor(batch.seq_starts, op, "seq_starts", DType::I32, {S + 1});
+  check_tensor(batch.cached_lens, op, "cached_lens", DType::I32, {S});
+  check_tensor(batch.page_table, op, "page_table", DType::I32, {S, h.max_pages});
+  JET_CHECK(h.seq_starts[0] == 0 && h.seq_starts[S] == T, op, ": seq_starts must run from 0 to ", T, " tokens, got ",
+            h.seq_starts[0], "..", h.seq_starts[S]);
+  for (int s = 0; s < S; ++s) {
+    const int32_t begin = h.seq_starts[s], end = h.seq_starts[s + 1];
+    JET_CHECK(begin <= end && h.cached_lens[s] >= 0, op, ": sequence ", s, " has seq_starts ", begin, "..", end,
+              " and cached_len ", h.cached_lens[s]);
+    const int64_t keys = int64_t{h.cached_lens[s]} + (end - begin);
+    JET_CHECK(keys <= int64_t{h.max_pages} * page_size, op, ": sequence ", s, " has ", keys,
+              " keys but its page table holds ", h.max_pages, " pages of ", page_size);
+    for (int64_t page = 0; page * page_size < keys; ++page) {
+      const int32_t id = h.page_table[s * int64_t{h.max_pages} + page];
+      JET_CHECK(id >= 0 && id < num_pages, op, ": sequence ", s, " page ", page, " is ", id, ", outside the cache's ",
+                num_pages, " pages");
+    }
+    for (int32_t t = begin; t < end; ++t) {
+      JET_CHECK(h.positions[t] >= 0 && h.positions[t] < keys, op, ": token ", t, " of sequence ", s,
+                " has position ", h.positions[t], " outside [0, ", keys, ")");
+    }
+  }
+}
+
 int64_t check_qk_norm_rope_args(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
-                                const ForwardBatch& batch, int nh, int nkv, int hd, DType dtype) {
+                                const ForwardBatch& batch, int nh, int nkv, int hd, const Tensor& k_cache,
+                                const Tensor& v_cache, int page_size, DType dtype) {
   JET_CHECK(nh > 0 && nkv > 0 && hd > 0 && hd % 2 == 0, "qk_norm_rope: bad head layout nh=", nh, " nkv=", nkv,
             " hd=", hd, " (head_dim must be even)");
   check_tensor(qkv, "qk_norm_rope", "qkv", dtype, {-1, int64_t{nh + 2 * nkv} * hd});
   const int64_t T = qkv.dim(0);
-  check_tensor(batch.positions, "qk_norm_rope", "positions", DType::I32, {T});
   if (q_norm.data) check_tensor(q_norm, "qk_norm_rope", "q_norm", dtype, {hd});
   if (k_norm.data) check_tensor(k_norm, "qk_norm_rope", "k_norm", dtype, {hd});
+  const int64_t num_pages = check_kv_cache_args("qk_norm_rope", k_cache, v_cache, page_size, nkv, hd, dtype);
+  check_paged_batch("qk_norm_rope", batch, T, page_size, num_pages);
   return T;
 }
 

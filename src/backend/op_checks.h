@@ -1,5 +1,5 @@
 // The argument checks of the ops that both backends validate alike (rmsnorm, add_rmsnorm,
-// qk_norm_rope, moe), with the backend's activation dtype as the one difference: one place for
+// qk_norm_rope, attention's paged batch, moe), with the backend's activation dtype as the one difference: one place for
 // the rules and the messages. Each throws jet::Error naming the op and the tensor, and returns
 // the sizes it validated.
 #pragma once
@@ -22,9 +22,18 @@ struct MoeShape {
 RowsShape check_rmsnorm_args(const Tensor& x, const Tensor& w, const Tensor& out, DType dtype);
 RowsShape check_add_rmsnorm_args(const Tensor& residual, const Tensor& x, const Tensor& w, const Tensor& out,
                                  DType dtype);
-// Returns the token count.
+// The K/V cache layer of qk_norm_rope and attention: [pages, page_size, nkv, hd] each. Returns
+// the page count.
+int64_t check_kv_cache_args(const char* op, const Tensor& k_cache, const Tensor& v_cache, int page_size, int nkv,
+                            int hd, DType dtype);
+// A batch of T tokens over a paged cache of num_pages pages (BatchLayout's rules): the device
+// arrays' shapes, and on the host copy that sequences tile the tokens, every key a sequence has
+// (cached + new) lies in a page of the cache, and every position is one of its keys.
+void check_paged_batch(const char* op, const ForwardBatch& batch, int64_t T, int page_size, int64_t num_pages);
+// Returns the token count. Checks the cache layer and the paged batch too.
 int64_t check_qk_norm_rope_args(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
-                                const ForwardBatch& batch, int nh, int nkv, int hd, DType dtype);
+                                const ForwardBatch& batch, int nh, int nkv, int hd, const Tensor& k_cache,
+                                const Tensor& v_cache, int page_size, DType dtype);
 MoeShape check_moe_args(const Tensor& x, const MoeWeights& w, const Tensor& out, DType dtype);
 
 }  // namespace jet

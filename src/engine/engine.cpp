@@ -35,6 +35,7 @@ struct Engine::Impl {
   int block_length = 0;
   std::mt19937_64 seed_source{std::random_device{}()};
   size_t num_preemptions = 0;  // in the current generate call
+  double device_idle_seconds = 0;  // see Engine::device_idle_seconds
 
   explicit Impl(const EngineOptions& opts);
 
@@ -141,7 +142,7 @@ void Engine::Impl::build_cache() {
             " bytes; raise kv_cache_memory_bytes (or gpu_memory_utilization) or lower kvcache_page_size");
   // A profile times each op by synchronising after it, which a recorded forward would hide.
   runner = std::make_unique<ModelRunner>(*model, block_length, options.max_num_seqs, static_cast<int>(pages), page_size,
-                                         !options.enforce_eager && !options.profile_ops);
+                                         !options.enforce_eager && !options.profile_ops, device_idle_seconds);
   SchedulerLimits sl;
   sl.max_num_seqs = options.max_num_seqs;
   sl.block_length = block_length;
@@ -338,6 +339,7 @@ void Engine::Impl::loop(size_t max_active, const AdmitFn& admit, const std::func
     ~DrainOnExit() { scheduler.abort_all(); }
   } drain{*scheduler};
   num_preemptions = 0;
+  if (runner) runner->restart_idle_clock();
   while (open || in_flight > 0) {
     if (open) {
       incoming.clear();
@@ -524,5 +526,7 @@ std::string Engine::apply_chat_template(const std::vector<ChatMessage>& messages
 const ModelSummary& Engine::summary() const { return impl_->summary; }
 
 std::map<std::string, double> Engine::op_seconds() const { return *impl_->op_profile; }
+
+double Engine::device_idle_seconds() const { return impl_->device_idle_seconds; }
 
 }  // namespace jet

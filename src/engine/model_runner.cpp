@@ -25,12 +25,13 @@ int64_t bucketed(int64_t n) {
 }  // namespace
 
 ModelRunner::ModelRunner(Model& model, int block_length, int num_slots, int num_pages, int page_size,
-                         bool record_forwards)
+                         bool record_forwards, double& idle_seconds)
     : model_(model),
       backend_(model.backend()),
       block_length_(block_length),
       // The MoE op allocates stream-ordered scratch in every call, which a recording cannot hold.
-      record_forwards_(record_forwards && !model.config().has_moe_layers()) {
+      record_forwards_(record_forwards && !model.config().has_moe_layers()),
+      idle_seconds_(idle_seconds) {
   const ModelConfig& c = model.config();
   kv_ = backend_.alloc_kv_cache(c.layers, num_pages, page_size, c.kv_heads, c.head_dim);
   state_ = backend_.alloc_decode_state(num_slots, block_length, c.vocab);
@@ -44,6 +45,12 @@ int32_t* ModelRunner::host_part(const Tensor& part) {
 
 const int32_t* ModelRunner::host_part(const Tensor& part) const {
   return host_state_.data() + (part.ptr<int32_t>() - state_.block_region.ptr<int32_t>());
+}
+
+void ModelRunner::end_idle_stretch() {
+  if (!idle_since_) return;
+  idle_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - *idle_since_).count();
+  idle_since_.reset();
 }
 
 void ModelRunner::start_block(int slot, const std::vector<int32_t>& tokens, int32_t mask_id) {
@@ -93,6 +100,7 @@ void ModelRunner::prefill(const std::vector<Sequence*>& seqs) {
     ids.insert(ids.end(), s->prompt.begin() + s->num_cached, s->prompt.begin() + end);
   }
   const Tensor ids_t = backend_.upload_batch(batch, layout_arena_, {&ids})[0];
+  end_idle_stretch();
   model_.forward(batch, ids_t, kv_, nullptr);
 }
 
@@ -105,7 +113,7 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
   BatchLayout& layout = batch.host;
   layout = empty_layout(all);
   // Denoising blocks first (their rows get logits), then saved blocks: separate entries of the
-  // layout, and the attention writes every entry's K/V before any query reads the cache.
+  // layout, and every layer stores every entry's K/V (qk_norm_rope) before any query reads the cache.
   std::vector<int32_t> denoise_slots, save_slots;
   for (const Sequence* s : denoising) {
     fill_layout(layout, *s, s->block_start, B);
@@ -166,6 +174,7 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
     model_.forward(batch, ids, kv_, num_rows > 0 ? &logits : nullptr, &extras[3]);
     if (num_rows > 0) backend_.denoise_step(logits, extras[2], num_rows, state_);
   };
+  end_idle_stretch();
   // Everything the work reads sits at addresses fixed by these sizes (the layout arena's
   // offsets, ids, logits, the model's scratch), and the attention launch depends on no more; the
   // logits count sets the LM head's shape and the logits view.
@@ -179,6 +188,7 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
   if (num_rows == 0) return {};
 
   backend_.download(host_state_.data(), state_.block_region.data, state_.block_region.nbytes());
+  idle_since_ = std::chrono::steady_clock::now();
   std::vector<int32_t> masks_left;
   for (const Sequence* s : denoising) masks_left.push_back(host_part(state_.masks_left)[s->slot]);
   return masks_left;

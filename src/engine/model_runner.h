@@ -6,6 +6,8 @@
 // blocks' records). Per-forward buffers are reused, never reallocated once sizes stop growing.
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -17,8 +19,11 @@ namespace jet {
 class ModelRunner {
  public:
   // record_forwards: let the backend record the denoise forward and replay it (CUDA graphs) for
-  // dense models; false runs every op eagerly.
-  ModelRunner(Model& model, int block_length, int num_slots, int num_pages, int page_size, bool record_forwards);
+  // dense models; false runs every op eagerly. idle_seconds accumulates the seconds the device
+  // sits idle between forwards waiting for the host (scheduling, layouts, copies): from a denoise
+  // step's download to the next forward's launch.
+  ModelRunner(Model& model, int block_length, int num_slots, int num_pages, int page_size, bool record_forwards,
+              double& idle_seconds);
 
   Backend& backend() { return backend_; }
   DecodeState& state() { return state_; }
@@ -38,6 +43,9 @@ class ModelRunner {
   // The records of the block in `slot`, as of the last denoise step.
   BlockRecord read_block(int slot) const;
 
+  // A new decode loop restarts the device-idle clock, so the time between loops is not counted.
+  void restart_idle_clock() { idle_since_.reset(); }
+
  private:
   // A layout with no rows yet: the attention rule and a page table wide enough for every sequence.
   template <typename Seqs>
@@ -47,6 +55,8 @@ class ModelRunner {
   // The host copy of one part of the block state (a tensor inside state_.block_region).
   int32_t* host_part(const Tensor& part);
   const int32_t* host_part(const Tensor& part) const;
+  // Called just before a forward is launched: ends the device's idle stretch, if one is open.
+  void end_idle_stretch();
 
   Model& model_;
   Backend& backend_;
@@ -57,6 +67,8 @@ class ModelRunner {
   std::vector<int32_t> host_state_;  // mirror of state_.block_region
   bool host_state_newer_ = false;    // a block started since the last upload
   Buffer layout_arena_, ids_buffer_, logits_buffer_;
+  std::optional<std::chrono::steady_clock::time_point> idle_since_;  // the device has nothing queued
+  double& idle_seconds_;
 };
 
 }  // namespace jet

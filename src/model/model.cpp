@@ -37,7 +37,7 @@ void Model::forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, T
     }
     backend_.matmul(normed, w.qkv, qkv);
     backend_.qk_norm_rope(qkv, w.q_norm, w.k_norm, eps, batch, static_cast<float>(c.rope_theta), c.heads,
-                          c.kv_heads, c.head_dim);
+                          c.kv_heads, c.head_dim, kv.k[l], kv.v[l], kv.page_size);
     backend_.attention(qkv, kv.k[l], kv.v[l], kv.page_size, batch, c.heads, c.kv_heads, c.head_dim, attn);
     backend_.matmul(attn, w.o, delta);
     backend_.add_rmsnorm(resid, delta, w.mlp_norm, eps, normed);

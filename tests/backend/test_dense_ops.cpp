@@ -2,7 +2,9 @@
 // qk_norm_rope, swiglu, embedding, plus their argument checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "backend_test_util.h"
 
@@ -29,17 +31,35 @@ std::vector<float> naive_rmsnorm(const std::vector<float>& x, const std::vector<
   return out;
 }
 
-ForwardBatch one_sequence_batch(Backend& be, std::vector<Buffer>& owner, const std::vector<int32_t>& positions) {
+// One sequence whose new tokens sit at `positions`, over a K/V cache layer of one page that holds
+// every position (so a token's cache row is its position), poisoned before the op.
+struct RopeBatch {
   ForwardBatch batch;
-  batch.host.num_seqs = 1;
-  batch.host.num_tokens = static_cast<int>(positions.size());
-  batch.host.max_pages = 1;
-  batch.host.positions = positions;
-  batch.host.seq_starts = {0, batch.host.num_tokens};
-  batch.host.cached_lens = {0};
-  batch.host.page_table = {0};
-  be.upload_batch(batch, owner);
-  return batch;
+  std::vector<Buffer> owner;
+  Tensor k_cache, v_cache;
+};
+
+RopeBatch rope_batch(Backend& be, TensorFactory& tf, const std::vector<int32_t>& positions, int nkv, int hd) {
+  RopeBatch r;
+  const int T = static_cast<int>(positions.size());
+  const int keys = *std::max_element(positions.begin(), positions.end()) + 1;
+  BatchLayout& h = r.batch.host;
+  h.num_seqs = 1;
+  h.num_tokens = T;
+  h.max_pages = 1;
+  h.positions = positions;
+  h.seq_starts = {0, T};
+  h.cached_lens = {keys - T};
+  h.page_table = {0};
+  be.upload_batch(r.batch, r.owner);
+  r.k_cache = tf.poisoned({1, keys, nkv, hd});
+  r.v_cache = tf.poisoned({1, keys, nkv, hd});
+  return r;
+}
+
+// Row `position` of a one-page cache layer.
+std::vector<float> cache_row(const std::vector<float>& cache, int position, int row_width) {
+  return {cache.begin() + int64_t{position} * row_width, cache.begin() + int64_t{position + 1} * row_width};
 }
 
 }  // namespace
@@ -85,18 +105,19 @@ TEST_F(DenseOps, RmsnormAndAddRmsnorm) {
   expect_close(tf.read<float>(out2), naive_rmsnorm(sum, w, eps, T, H), 1e-5f, 1e-5f, "add_rmsnorm out");
 }
 
-TEST_F(DenseOps, QkNormRopeMatchesTheRotateHalfFormula) {
-  const int T = 5, nh = 3, nkv = 1, hd = 8, width = (nh + 2 * nkv) * hd;
+TEST_F(DenseOps, QkNormRopeMatchesTheRotateHalfFormulaAndFillsTheCache) {
+  const int T = 5, nh = 3, nkv = 1, hd = 8, width = (nh + 2 * nkv) * hd, kv_width = nkv * hd;
   const float eps = 1e-6f, theta = 10000.0f;
   const std::vector<int32_t> positions = {0, 1, 7, 33, 1000};
   const auto qkv = random_floats(rng, T * width), qn = random_floats(rng, hd, 0.5f, 1.5f),
              kn = random_floats(rng, hd, 0.5f, 1.5f);
-  std::vector<Buffer> owner;
-  const ForwardBatch batch = one_sequence_batch(*backend, owner, positions);
+  RopeBatch r = rope_batch(*backend, tf, positions, nkv, hd);
+  const int page_size = static_cast<int>(r.k_cache.dim(1));
   Tensor data = tf.f32({T, width}, qkv);
-  backend->qk_norm_rope(data, tf.f32({hd}, qn), tf.f32({hd}, kn), eps, batch, theta, nh, nkv, hd);
+  backend->qk_norm_rope(data, tf.f32({hd}, qn), tf.f32({hd}, kn), eps, r.batch, theta, nh, nkv, hd, r.k_cache,
+                        r.v_cache, page_size);
 
-  std::vector<float> expected = qkv;
+  std::vector<float> expected = qkv;  // q rotated in place, k as it will be in the cache
   for (int t = 0; t < T; ++t) {
     for (int h = 0; h < nh + nkv; ++h) {
       float* head = expected.data() + t * width + h * hd;
@@ -108,18 +129,34 @@ TEST_F(DenseOps, QkNormRopeMatchesTheRotateHalfFormula) {
       }
     }
   }
-  // fp32 angles drift from float64 by ~position * 1e-7 rad.
-  expect_close(tf.read<float>(data), expected, 2e-4f, 1e-4f, "qk_norm_rope");
+  const auto out = tf.read<float>(data), k_cache = tf.read<float>(r.k_cache), v_cache = tf.read<float>(r.v_cache);
+  for (int t = 0; t < T; ++t) {
+    const auto row = [&](const std::vector<float>& m, int from, int count) {
+      return std::vector<float>(m.begin() + t * width + from, m.begin() + t * width + from + count);
+    };
+    SCOPED_TRACE("token " + std::to_string(t));
+    // fp32 angles drift from float64 by ~position * 1e-7 rad.
+    expect_close(row(out, 0, nh * hd), row(expected, 0, nh * hd), 2e-4f, 1e-4f, "q");
+    expect_close(cache_row(k_cache, positions[t], kv_width), row(expected, nh * hd, kv_width), 2e-4f, 1e-4f,
+                 "cached k");
+    expect_close(cache_row(v_cache, positions[t], kv_width), row(qkv, nh * hd + kv_width, kv_width), 0.0f, 0.0f,
+                 "cached v");
+    expect_close(row(out, nh * hd, 2 * kv_width), row(qkv, nh * hd, 2 * kv_width), 0.0f, 0.0f, "qkv's k and v");
+  }
 }
 
 TEST_F(DenseOps, RopeAtPositionZeroOnlyNormsAndVIsUntouched) {
-  const int T = 1, nh = 2, nkv = 1, hd = 6, width = (nh + 2 * nkv) * hd;
+  const int nh = 2, nkv = 1, hd = 6, width = (nh + 2 * nkv) * hd;
   const auto qkv = random_floats(rng, width);
-  std::vector<Buffer> owner;
-  const ForwardBatch batch = one_sequence_batch(*backend, owner, {0});
-  Tensor data = tf.f32({T, width}, qkv);
-  backend->qk_norm_rope(data, Tensor(), Tensor(), 1e-6f, batch, 1e6f, nh, nkv, hd);  // no q/k norm
+  RopeBatch r = rope_batch(*backend, tf, {0}, nkv, hd);
+  Tensor data = tf.f32({1, width}, qkv);
+  backend->qk_norm_rope(data, Tensor(), Tensor(), 1e-6f, r.batch, 1e6f, nh, nkv, hd, r.k_cache, r.v_cache, 1);
   expect_close(tf.read<float>(data), qkv, 0.0f, 0.0f, "rope at position 0");
+  const std::vector<float> k_and_v(qkv.begin() + nh * hd, qkv.end());
+  std::vector<float> cached = tf.read<float>(r.k_cache);
+  const auto v = tf.read<float>(r.v_cache);
+  cached.insert(cached.end(), v.begin(), v.end());
+  expect_close(cached, k_and_v, 0.0f, 0.0f, "cached k and v at position 0");
 }
 
 TEST_F(DenseOps, RotateHalfPairsIWithIPlusHalf) {
@@ -127,15 +164,26 @@ TEST_F(DenseOps, RotateHalfPairsIWithIPlusHalf) {
   const int hd = 4, width = 3 * hd;
   std::vector<float> qkv(width, 0.0f);
   qkv[0] = 1.0f;  // q = e0
-  std::vector<Buffer> owner;
-  const ForwardBatch batch = one_sequence_batch(*backend, owner, {1});
+  RopeBatch r = rope_batch(*backend, tf, {1}, 1, hd);
   Tensor data = tf.f32({1, width}, qkv);
-  backend->qk_norm_rope(data, Tensor(), Tensor(), 1e-6f, batch, 1.0f, 1, 1, hd);
+  backend->qk_norm_rope(data, Tensor(), Tensor(), 1e-6f, r.batch, 1.0f, 1, 1, hd, r.k_cache, r.v_cache, 2);
   const auto q = tf.read<float>(data);
   EXPECT_NEAR(q[0], std::cos(1.0), 1e-6);
   EXPECT_NEAR(q[2], std::sin(1.0), 1e-6);  // e0 rotates into dimension 0 + hd/2
   EXPECT_EQ(q[1], 0.0f);
   EXPECT_EQ(q[3], 0.0f);
+}
+
+TEST_F(DenseOps, QkNormRopeRejectsAPositionOutsideItsPages) {
+  const int hd = 4, width = 3 * hd;
+  RopeBatch r = rope_batch(*backend, tf, {0, 1}, 1, hd);
+  r.batch.host.positions[1] = 2;  // past the sequence's 2 keys
+  Tensor data = tf.f32({2, width}, std::vector<float>(2 * width, 0.0f));
+  EXPECT_THROW(backend->qk_norm_rope(data, Tensor(), Tensor(), 1e-6f, r.batch, 1.0f, 1, 1, hd, r.k_cache, r.v_cache, 2),
+               Error);
+  Tensor small_cache = tf.poisoned({1, 1, 1, hd});
+  EXPECT_THROW(backend->qk_norm_rope(data, Tensor(), Tensor(), 1e-6f, r.batch, 1.0f, 1, 1, hd, small_cache, r.v_cache, 2),
+               Error);
 }
 
 TEST_F(DenseOps, SwigluAndEmbedding) {

@@ -2,9 +2,10 @@
 // double-precision loop over logical (unpaged) K/V, on many batches: prefill and denoise regimes,
 // cached lengths up to thousands of keys, 1..300 new tokens, block lengths 1/4/8/32 and
 // bidirectional, page sizes 16/64/256 (and odd ones), GQA ratios 1/2/4/8, head_dim 16..128, pages
-// scrambled in the page table. The output is NaN-poisoned before each run and every cache slot not
+// scrambled in the page table. The new tokens' K/V are stored at their slots first, as
+// qk_norm_rope leaves them. The output is NaN-poisoned before each run and every cache slot not
 // holding a sequence's key is NaN, so an unwritten output or a read past the visible keys fails.
-// After the op the cache must hold the new K/V bit-exactly at their slots and be unchanged elsewhere.
+// The op must leave the cache as it was.
 //
 // Usage: test_attention [--quick | --bench]. --quick runs the small cases only (for
 // compute-sanitizer); --bench times the denoise and prefill regimes instead of testing (its first
@@ -129,7 +130,8 @@ Setup make_setup(const Case& c, std::mt19937& rng) {
 }
 
 // The cache as the op must leave it: every new token's K/V bits at its slot.
-void expected_caches(const Case& c, const Setup& su, std::vector<uint16_t>& k, std::vector<uint16_t>& v) {
+// The caches as qk_norm_rope leaves them: every new token's K/V (from its qkv row) at its slot.
+void stored_caches(const Case& c, const Setup& su, std::vector<uint16_t>& k, std::vector<uint16_t>& v) {
   const int kv_row = c.nkv * c.hd, width = (c.nh + 2 * c.nkv) * c.hd;
   const BatchLayout& L = su.layout;
   k = su.k_cache;
@@ -215,15 +217,16 @@ struct CudaResult {
   std::vector<uint16_t> out, k_cache, v_cache;
 };
 
-CudaResult run_cuda(Backend& cuda, const Case& c, const Setup& su) {
+CudaResult run_cuda(Backend& cuda, const Case& c, const Setup& su, const std::vector<uint16_t>& k_cache,
+                    const std::vector<uint16_t>& v_cache) {
   std::vector<Buffer> owner;
   ForwardBatch batch;
   batch.host = su.layout;
   cuda.upload_batch(batch, owner);
   const int64_t T = su.layout.num_tokens, width = (c.nh + 2 * c.nkv) * c.hd;
   Tensor qkv = upload_tensor(cuda, owner, DType::BF16, {T, width}, su.qkv);
-  Tensor k = upload_tensor(cuda, owner, DType::BF16, {su.num_pages, c.page_size, c.nkv, c.hd}, su.k_cache);
-  Tensor v = upload_tensor(cuda, owner, DType::BF16, {su.num_pages, c.page_size, c.nkv, c.hd}, su.v_cache);
+  Tensor k = upload_tensor(cuda, owner, DType::BF16, {su.num_pages, c.page_size, c.nkv, c.hd}, k_cache);
+  Tensor v = upload_tensor(cuda, owner, DType::BF16, {su.num_pages, c.page_size, c.nkv, c.hd}, v_cache);
   Tensor out = upload_tensor(cuda, owner, DType::BF16, {T, int64_t{c.nh} * c.hd},
                              std::vector<uint16_t>(size_t(T) * c.nh * c.hd, kBf16NaN));
   cuda.attention(qkv, k, v, c.page_size, batch, c.nh, c.nkv, c.hd, out);
@@ -237,15 +240,16 @@ std::vector<float> to_f32(const std::vector<uint16_t>& bits) {
   return f;
 }
 
-std::vector<float> run_cpu(Backend& cpu, const Case& c, const Setup& su) {
+std::vector<float> run_cpu(Backend& cpu, const Case& c, const Setup& su, const std::vector<uint16_t>& k_cache,
+                           const std::vector<uint16_t>& v_cache) {
   std::vector<Buffer> owner;
   ForwardBatch batch;
   batch.host = su.layout;
   cpu.upload_batch(batch, owner);
   const int64_t T = su.layout.num_tokens, width = (c.nh + 2 * c.nkv) * c.hd;
   Tensor qkv = upload_tensor(cpu, owner, DType::F32, {T, width}, to_f32(su.qkv));
-  Tensor k = upload_tensor(cpu, owner, DType::F32, {su.num_pages, c.page_size, c.nkv, c.hd}, to_f32(su.k_cache));
-  Tensor v = upload_tensor(cpu, owner, DType::F32, {su.num_pages, c.page_size, c.nkv, c.hd}, to_f32(su.v_cache));
+  Tensor k = upload_tensor(cpu, owner, DType::F32, {su.num_pages, c.page_size, c.nkv, c.hd}, to_f32(k_cache));
+  Tensor v = upload_tensor(cpu, owner, DType::F32, {su.num_pages, c.page_size, c.nkv, c.hd}, to_f32(v_cache));
   Tensor out = cpu.alloc_tensor(owner, DType::F32, {T, int64_t{c.nh} * c.hd});
   cpu.attention(qkv, k, v, c.page_size, batch, c.nh, c.nkv, c.hd, out);
   return download_tensor<float>(cpu, out);
@@ -283,16 +287,16 @@ bool run_case(Backend& cuda, Backend& cpu, const Case& c, std::mt19937& rng) {
   std::string failure;
   double err_naive = 0.0, err_cpu = 0.0;
   try {
-    const CudaResult r = run_cuda(cuda, c, su);
+    std::vector<uint16_t> k_cache, v_cache;
+    stored_caches(c, su, k_cache, v_cache);
+    const CudaResult r = run_cuda(cuda, c, su, k_cache, v_cache);
     const std::vector<float> out = to_f32(r.out);
-    std::vector<uint16_t> k_expected, v_expected;
-    expected_caches(c, su, k_expected, v_expected);
     const Comparison vs_naive = compare(out, naive_attention(c, su), c, "vs naive");
-    const Comparison vs_cpu = compare(out, run_cpu(cpu, c, su), c, "vs cpu backend");
+    const Comparison vs_cpu = compare(out, run_cpu(cpu, c, su, k_cache, v_cache), c, "vs cpu backend");
     err_naive = vs_naive.max_error;
     err_cpu = vs_cpu.max_error;
-    if (r.k_cache != k_expected) failure = "k_cache differs from the expected cache";
-    if (r.v_cache != v_expected) failure = "v_cache differs from the expected cache";
+    if (r.k_cache != k_cache) failure = "attention changed the k cache";
+    if (r.v_cache != v_cache) failure = "attention changed the v cache";
     if (!vs_cpu.failure.empty()) failure = vs_cpu.failure;
     if (!vs_naive.failure.empty()) failure = vs_naive.failure;
   } catch (const std::exception& e) {

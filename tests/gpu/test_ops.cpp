@@ -3,6 +3,7 @@
 // gather_block_tokens and moe; plus the argument checks and the device-side guards (bad ids and
 // slots never read out of bounds). Run from anywhere; exits non-zero on any failure.
 #include <algorithm>
+#include <numeric>
 #include <tuple>
 
 #include "gpu_test_util.h"
@@ -96,38 +97,63 @@ void test_norms(Report& report, Twins& tw, std::mt19937& rng) {
 
 void test_qk_norm_rope(Report& report, Twins& tw, std::mt19937& rng) {
   const float eps = 1e-6f, theta = 1e6f;
+  constexpr int kPageSize = 16;
   struct Case {
-    int T, nh, nkv, hd;
+    std::vector<int> fresh;  // new tokens per sequence
+    int nh, nkv, hd;
     bool with_norm;
   };
-  for (Case c : {Case{5, 4, 2, 16, true}, Case{3, 32, 8, 128, true}, Case{7, 3, 1, 6, true}, Case{4, 4, 4, 128, false},
-                 Case{2, 2, 1, 100, true}}) {
-    const std::string name = shape_name("qk_norm_rope T,nh,nkv,hd", {c.T, c.nh, c.nkv, c.hd}) +
+  for (const Case& c : {Case{{5}, 4, 2, 16, true}, Case{{3, 1, 4}, 32, 8, 128, true}, Case{{7, 2}, 3, 1, 6, true},
+                        Case{{4}, 4, 4, 128, false}, Case{{2, 19}, 2, 1, 100, true}}) {
+    const int T = std::accumulate(c.fresh.begin(), c.fresh.end(), 0), S = static_cast<int>(c.fresh.size());
+    const std::string name = shape_name("qk_norm_rope T,S,nh,nkv,hd", {T, S, c.nh, c.nkv, c.hd}) +
                              (c.with_norm ? " with q/k norm" : " without norm");
     report.run(name, [&] {
       const int64_t width = int64_t{c.nh + 2 * c.nkv} * c.hd;
-      Twin qkv = tw.floats({c.T, width}, random_bf16(rng, size_t(c.T) * width, -2.0f, 2.0f));
+      Twin qkv = tw.floats({T, width}, random_bf16(rng, size_t(T) * width, -2.0f, 2.0f));
       Twin q_norm, k_norm;
       if (c.with_norm) {
         q_norm = tw.floats({c.hd}, random_bf16(rng, c.hd, 0.5f, 1.5f));
         k_norm = tw.floats({c.hd}, random_bf16(rng, c.hd, 0.5f, 1.5f));
       }
-      // Positions far from 0 too: the angles must round the same way on both backends.
-      std::vector<int32_t> positions(c.T);
-      std::uniform_int_distribution<int32_t> pos(0, 40000);
-      for (int32_t& p : positions) p = pos(rng);
+      // Positions far from 0 too (the angles must round the same way on both backends), in pages
+      // of a scrambled order; the pages below a sequence's new tokens all alias page 0, which no
+      // token writes.
       BatchLayout layout;
-      layout.num_seqs = 1;
-      layout.num_tokens = c.T;
-      layout.max_pages = 1;
-      layout.positions = positions;
-      layout.seq_starts = {0, c.T};
-      layout.cached_lens = {0};
-      layout.page_table = {0};
+      layout.num_seqs = S;
+      layout.num_tokens = T;
+      layout.seq_starts = {0};
+      std::uniform_int_distribution<int> cached_len(0, 40000);
+      for (int s = 0; s < S; ++s) {
+        layout.cached_lens.push_back(cached_len(rng));
+        layout.seq_starts.push_back(layout.seq_starts.back() + c.fresh[s]);
+        for (int i = 0; i < c.fresh[s]; ++i) layout.positions.push_back(layout.cached_lens[s] + i);
+        layout.max_pages = std::max(layout.max_pages, (layout.cached_lens[s] + c.fresh[s] + kPageSize - 1) / kPageSize);
+      }
+      std::vector<int32_t> free_pages(T + S);  // enough for every sequence's new pages
+      std::iota(free_pages.begin(), free_pages.end(), 1);
+      std::shuffle(free_pages.begin(), free_pages.end(), rng);
+      layout.page_table.assign(size_t(S) * layout.max_pages, -1);
+      for (int s = 0; s < S; ++s) {
+        const int first_new = layout.cached_lens[s] / kPageSize;
+        const int end = (layout.cached_lens[s] + c.fresh[s] + kPageSize - 1) / kPageSize;
+        for (int page = 0; page < end; ++page) {
+          layout.page_table[size_t(s) * layout.max_pages + page] = page < first_new ? 0 : free_pages.back();
+          if (page >= first_new) free_pages.pop_back();
+        }
+      }
+      const int num_pages = T + S + 1;
+      const size_t cache_elems = size_t(num_pages) * kPageSize * c.nkv * c.hd;
+      Twin k_cache = tw.floats({num_pages, kPageSize, c.nkv, c.hd}, random_bf16(rng, cache_elems, -1.0f, 1.0f));
+      Twin v_cache = tw.floats({num_pages, kPageSize, c.nkv, c.hd}, random_bf16(rng, cache_elems, -1.0f, 1.0f));
       auto [batch_cpu, batch_cuda] = tw.batches(layout);
-      tw.cpu().qk_norm_rope(qkv.cpu, q_norm.cpu, k_norm.cpu, eps, batch_cpu, theta, c.nh, c.nkv, c.hd);
-      tw.cuda().qk_norm_rope(qkv.cuda, q_norm.cuda, k_norm.cuda, eps, batch_cuda, theta, c.nh, c.nkv, c.hd);
-      expect_close(report, name, tw.cuda_values(qkv.cuda), tw.cpu_values(qkv.cpu), kRtol);
+      tw.cpu().qk_norm_rope(qkv.cpu, q_norm.cpu, k_norm.cpu, eps, batch_cpu, theta, c.nh, c.nkv, c.hd, k_cache.cpu,
+                            v_cache.cpu, kPageSize);
+      tw.cuda().qk_norm_rope(qkv.cuda, q_norm.cuda, k_norm.cuda, eps, batch_cuda, theta, c.nh, c.nkv, c.hd,
+                             k_cache.cuda, v_cache.cuda, kPageSize);
+      expect_close(report, name + " qkv", tw.cuda_values(qkv.cuda), tw.cpu_values(qkv.cpu), kRtol);
+      expect_close(report, name + " k cache", tw.cuda_values(k_cache.cuda), tw.cpu_values(k_cache.cpu), kRtol);
+      expect_close(report, name + " v cache", tw.cuda_values(v_cache.cuda), tw.cpu_values(v_cache.cpu), 0.0);
     });
   }
 }

@@ -15,7 +15,7 @@ def launches(*names):
 
 
 def layer():
-    return ["add_rmsnorm_kernel<8>", "nvjet_sm90_tst_128x128_TNT", "qk_norm_rope_kernel<2>", "write_kv_kernel",
+    return ["add_rmsnorm_kernel<8>", "nvjet_sm90_tst_128x128_TNT", "qk_norm_rope_kernel<2>",
             "attention_kernel<128, 1>", "nvjet_sm90_tst_96x128_TNN", "add_rmsnorm_kernel<8>",
             "nvjet_sm90_tst_448x64_TNN", "swiglu_kernel<8>", "nvjet_sm90_tst_256x64_TNT"]
 
@@ -41,7 +41,7 @@ def test_forwards_are_cut_at_their_first_kernel():
 
 def test_components():
     assert kernel_profile.component("attention_kernel<128, 1>") == "attention"
-    assert kernel_profile.component("write_kv_kernel") == "attention"
+    assert kernel_profile.component("combine_splits_kernel") == "attention"
     assert kernel_profile.component("add_rmsnorm_kernel<8>") == "norms"
     assert kernel_profile.component("qk_norm_rope_kernel<2>") == "qk_norm_rope"
     assert kernel_profile.component("commit_selected_positions") == "sampling"

@@ -91,6 +91,7 @@ TEST_F(Served, StreamedDeltasAddUpToTheCompletion) {
   json body = {{"prompt", "12 + 30 ="}, {"temperature", 0}, {"max_tokens", 12}, {"ignore_eos", true}};
   const json whole = post("/v1/completions", body);
   body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
   auto res = client().Post("/v1/completions", body.dump(), "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
@@ -99,6 +100,7 @@ TEST_F(Served, StreamedDeltasAddUpToTheCompletion) {
   std::string line, text, finish;
   int chunks = 0;
   bool done = false;
+  json usage;
   while (std::getline(events, line)) {
     if (line.rfind("data: ", 0) != 0) continue;
     const std::string data = line.substr(6);
@@ -107,6 +109,10 @@ TEST_F(Served, StreamedDeltasAddUpToTheCompletion) {
       continue;
     }
     const json chunk = json::parse(data);
+    if (chunk["choices"].empty()) {  // stream_options.include_usage's last chunk
+      usage = chunk["usage"];
+      continue;
+    }
     text += chunk["choices"][0]["text"].get<std::string>();
     if (!chunk["choices"][0]["finish_reason"].is_null()) finish = chunk["choices"][0]["finish_reason"];
     ++chunks;
@@ -116,6 +122,7 @@ TEST_F(Served, StreamedDeltasAddUpToTheCompletion) {
   EXPECT_EQ(text, whole["choices"][0]["text"].get<std::string>());
   EXPECT_EQ(finish, "length");
   EXPECT_EQ(whole["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(usage, whole["usage"]);
 }
 
 TEST_F(Served, ConcurrentRequestsAllFinishWithTheirOwnAnswers) {

@@ -42,7 +42,7 @@ TEST(OpenAiApi, CompletionFieldsBecomeSamplingParams) {
                                R"({"prompt": "Hi", "max_tokens": 7, "temperature": 0, "top_p": 0.5, "top_k": 3,
                                    "seed": 11, "stop_token_ids": [5, 6], "ignore_eos": true, "denoising_steps": 2,
                                    "remasking_strategy": "entropy_bounded", "eb_threshold": 0.5, "stream": true,
-                                   "model": "anything", "user": "ignored", "stop": null, "n": 1})",
+                                   "stream_options": {"include_usage": true}, "model": "anything", "user": "ignored", "stop": null, "n": 1})",
                                demo_engine(), {});
   EXPECT_EQ(std::get<std::string>(r.prompt), "Hi");
   EXPECT_EQ(r.params.max_tokens, 7);
@@ -56,6 +56,7 @@ TEST(OpenAiApi, CompletionFieldsBecomeSamplingParams) {
   EXPECT_EQ(r.params.remasking_strategy, "entropy_bounded");
   EXPECT_EQ(r.params.eb_threshold, 0.5);
   EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
 }
 
 TEST(OpenAiApi, PromptsAsTextOrTokenIdsAndDefaults) {
@@ -65,6 +66,7 @@ TEST(OpenAiApi, PromptsAsTextOrTokenIdsAndDefaults) {
   EXPECT_EQ(std::get<std::vector<int32_t>>(ids.prompt), (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(ids.params.max_tokens, 9);
   EXPECT_FALSE(ids.stream);
+  EXPECT_FALSE(ids.include_usage);
   const auto one = parse_request(Endpoint::Completions, R"({"prompt": ["only"]})", demo_engine(), {});
   EXPECT_EQ(std::get<std::string>(one.prompt), "only");
 }
@@ -93,6 +95,11 @@ TEST(OpenAiApi, WhatTheEngineDoesNotDoIsAnErrorNamingTheField) {
   EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "max_tokens": 1.5})").find("'max_tokens'"),
             std::string::npos);
   EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "stream": 1})").find("'stream'"), std::string::npos);
+  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "stream_options": true})").find("'stream_options'"),
+            std::string::npos);
+  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "stream_options": {"include_usage": 1}})")
+                .find("'include_usage'"),
+            std::string::npos);
   EXPECT_NE(error_of(Endpoint::ChatCompletions, R"({"messages": []})").find("'messages'"), std::string::npos);
   EXPECT_NE(error_of(Endpoint::ChatCompletions, R"({"messages": [{"content": "x"}]})").find("'role'"),
             std::string::npos);
@@ -119,5 +126,8 @@ TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
   EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
   const json last = jet::server::stream_chunk(Endpoint::Completions, "x", 1, "m", "", "length", false);
   EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  const json usage = jet::server::usage_chunk(Endpoint::Completions, "x", 1, "m", out);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 2);
   EXPECT_EQ(jet::server::error_body("bad", "invalid_request_error", 400)["error"]["code"], 400);
 }

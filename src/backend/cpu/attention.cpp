@@ -1,5 +1,5 @@
-// Paged attention: writes the batch's K/V into the cache pages, then every query head attends
-// the cached keys of its sequence plus this forward's own (block-causal when mask_block > 0),
+// Paged attention: every query head attends its sequence's keys in the cache pages, this
+// forward's own included (qk_norm_rope wrote them; block-causal when mask_block > 0),
 // fp32 softmax with the maximum subtracted, GQA by kv head h / (nh / nkv).
 // The work is one parallel loop over (sequence, kv head, tile of new tokens): each unit gathers
 // the keys and values its tile may see into contiguous matrices and runs scores = Q Kᵀ and
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend_impl.h"
+#include "backend/op_checks.h"
 
 namespace jet::cpu {
 
@@ -20,54 +21,18 @@ namespace {
 // Query rows (token x q head of the group) per unit: bounds the score buffer at this many rows.
 constexpr int64_t kTileRows = 256;
 
-// The batch's sequence bookkeeping, validated once so the parallel loops need no checks.
-struct SeqRows {
-  std::vector<int32_t> seq_of_row;  // [T]
-  std::vector<int32_t> key_count;   // [num_seqs]: cached_lens + num_new
-};
-
-SeqRows validate_batch(const ForwardBatch& batch, int64_t T, int page_size, int64_t num_pages) {
-  const BatchLayout& h = batch.host;
-  const int S = h.num_seqs, max_pages = h.max_pages;
-  check_tensor(batch.positions, "attention", "positions", DType::I32, {T});
-  check_tensor(batch.seq_starts, "attention", "seq_starts", DType::I32, {S + 1});
-  check_tensor(batch.cached_lens, "attention", "cached_lens", DType::I32, {S});
-  check_tensor(batch.page_table, "attention", "page_table", DType::I32, {S, max_pages});
-  const int32_t* starts = batch.seq_starts.ptr<int32_t>();
-  const int32_t* cached = batch.cached_lens.ptr<int32_t>();
-  const int32_t* positions = batch.positions.ptr<int32_t>();
-  const int32_t* pages = batch.page_table.ptr<int32_t>();
-  JET_CHECK(starts[0] == 0 && starts[S] == T, "attention: seq_starts must run from 0 to ", T, " tokens, got ",
-            starts[0], "..", starts[S]);
-  SeqRows rows;
-  rows.seq_of_row.resize(T);
-  rows.key_count.resize(S);
-  for (int s = 0; s < S; ++s) {
-    JET_CHECK(starts[s] <= starts[s + 1] && cached[s] >= 0, "attention: sequence ", s, " has seq_starts ", starts[s],
-              "..", starts[s + 1], " and cached_len ", cached[s]);
-    const int64_t keys = int64_t{cached[s]} + (starts[s + 1] - starts[s]);
-    JET_CHECK(keys <= int64_t{max_pages} * page_size, "attention: sequence ", s, " has ", keys,
-              " keys but its page table holds ", max_pages, " pages of ", page_size);
-    for (int64_t page = 0; page * page_size < keys; ++page) {
-      const int32_t id = pages[s * int64_t{max_pages} + page];
-      JET_CHECK(id >= 0 && id < num_pages, "attention: sequence ", s, " page ", page, " is ", id,
-                ", outside the cache's ", num_pages, " pages");
-    }
-    for (int32_t t = starts[s]; t < starts[s + 1]; ++t) {
-      JET_CHECK(positions[t] >= 0 && positions[t] < keys, "attention: token ", t, " of sequence ", s,
-                " has position ", positions[t], " outside [0, ", keys, ")");
-      rows.seq_of_row[t] = s;
-    }
-    rows.key_count[s] = static_cast<int32_t>(keys);
-  }
-  return rows;
+// Keys per sequence (cached + new), for a batch check_paged_batch has validated.
+std::vector<int32_t> key_counts(const BatchLayout& h) {
+  std::vector<int32_t> keys(h.num_seqs);
+  for (int s = 0; s < h.num_seqs; ++s) keys[s] = h.cached_lens[s] + h.seq_starts[s + 1] - h.seq_starts[s];
+  return keys;
 }
 
 // Everything a unit reads, gathered once per call.
 struct AttentionView {
   const float* qkv;
-  float* k_cache;
-  float* v_cache;
+  const float* k_cache;
+  const float* v_cache;
   float* out;
   const int32_t* positions;
   const int32_t* page_table;
@@ -155,16 +120,16 @@ void attend(const AttentionView& a, const Unit& u, int64_t key_count, Scratch& s
 
 }  // namespace
 
-void CpuBackend::attention(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int page_size,
+void CpuBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, int page_size,
                            const ForwardBatch& batch, int nh, int nkv, int hd, Tensor& out) {
-  JET_CHECK(nh > 0 && nkv > 0 && hd > 0 && nh % nkv == 0 && page_size > 0, "attention: bad layout nh=", nh,
-            " nkv=", nkv, " hd=", hd, " page_size=", page_size, " (nh must be a multiple of nkv)");
+  JET_CHECK(nh > 0 && nkv > 0 && hd > 0 && nh % nkv == 0, "attention: bad layout nh=", nh, " nkv=", nkv, " hd=", hd,
+            " (nh must be a multiple of nkv)");
   check_tensor(qkv, "attention", "qkv", DType::F32, {-1, int64_t{nh + 2 * nkv} * hd});
   const int64_t T = qkv.dim(0);
   check_tensor(out, "attention", "out", DType::F32, {T, int64_t{nh} * hd});
-  check_tensor(k_cache, "attention", "k_cache", DType::F32, {-1, page_size, nkv, hd});
-  check_tensor(v_cache, "attention", "v_cache", DType::F32, {k_cache.dim(0), page_size, nkv, hd});
-  const SeqRows rows = validate_batch(batch, T, page_size, k_cache.dim(0));
+  const int64_t num_pages = check_kv_cache_args("attention", k_cache, v_cache, page_size, nkv, hd, DType::F32);
+  check_paged_batch("attention", batch, T, page_size, num_pages);
+  const std::vector<int32_t> key_count = key_counts(batch.host);
   const AttentionView a{qkv.ptr<float>(),
                         k_cache.ptr<float>(),
                         v_cache.ptr<float>(),
@@ -178,17 +143,7 @@ void CpuBackend::attention(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, 
                         nkv,
                         hd};
 
-  // 1. Write every new token's K and V first: queries of this forward attend each other.
-  const int64_t kv_floats = int64_t{nkv} * hd;
-#pragma omp parallel for num_threads(thread_count())
-  for (int64_t t = 0; t < T; ++t) {
-    const float* k = a.qkv + t * a.qkv_width() + int64_t{nh} * hd;
-    const int64_t dst = a.cache_row(rows.seq_of_row[t], a.positions[t]);
-    std::memcpy(a.k_cache + dst, k, kv_floats * sizeof(float));
-    std::memcpy(a.v_cache + dst, k + kv_floats, kv_floats * sizeof(float));
-  }
-
-  // 2. Attend, one unit per (sequence, kv head, tile of tokens).
+  // One unit per (sequence, kv head, tile of tokens).
   const int32_t* starts = batch.seq_starts.ptr<int32_t>();
   const int64_t tokens_per_unit = std::max<int64_t>(1, kTileRows / (nh / nkv));
   std::vector<Unit> units;
@@ -203,7 +158,7 @@ void CpuBackend::attention(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, 
   {
     Scratch scratch;
 #pragma omp for schedule(dynamic, 1)
-    for (size_t i = 0; i < units.size(); ++i) attend(a, units[i], rows.key_count[units[i].seq], scratch);
+    for (size_t i = 0; i < units.size(); ++i) attend(a, units[i], key_count[units[i].seq], scratch);
   }
 }
 

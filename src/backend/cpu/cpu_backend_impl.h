@@ -29,9 +29,10 @@ class CpuBackend final : public Backend {
   void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const ForwardBatch& batch,
-                    float rope_theta, int nh, int nkv, int hd) override;
-  void attention(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int page_size, const ForwardBatch& batch,
-                 int nh, int nkv, int hd, Tensor& out) override;
+                    float rope_theta, int nh, int nkv, int hd, Tensor& k_cache, Tensor& v_cache,
+                    int page_size) override;
+  void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, int page_size,
+                 const ForwardBatch& batch, int nh, int nkv, int hd, Tensor& out) override;
   void swiglu(const Tensor& gate_up, Tensor& out) override;
   void moe(const Tensor& x, const MoeWeights& w, Tensor& out) override;
 

@@ -1,5 +1,6 @@
 // Normalisation and rotary embedding: rmsnorm, add_rmsnorm and qk_norm_rope (per-head RMSNorm
-// of q and k, then NeoX rotate-half RoPE; models.md §1.3).
+// of q and k, then NeoX rotate-half RoPE; models.md §1.3; k and v land in the paged cache).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -53,10 +54,21 @@ void CpuBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w,
 }
 
 void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
-                              const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd) {
-  const int64_t T = check_qk_norm_rope_args(qkv, q_norm, k_norm, batch, nh, nkv, hd, DType::F32);
-  const int64_t width = int64_t{nh + 2 * nkv} * hd;
+                              const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd, Tensor& k_cache,
+                              Tensor& v_cache, int page_size) {
+  const int64_t T = check_qk_norm_rope_args(qkv, q_norm, k_norm, batch, nh, nkv, hd, k_cache, v_cache, page_size,
+                                            DType::F32);
+  const int64_t width = int64_t{nh + 2 * nkv} * hd, kv_width = int64_t{nkv} * hd;
   const bool norm_q = q_norm.data != nullptr, norm_k = k_norm.data != nullptr;
+  // The cache slot of every token: (sequence, position) through the page table.
+  const BatchLayout& layout = batch.host;
+  std::vector<int64_t> slot(T);
+  for (int s = 0; s < layout.num_seqs; ++s) {
+    for (int32_t t = layout.seq_starts[s]; t < layout.seq_starts[s + 1]; ++t) {
+      const int32_t p = layout.positions[t];
+      slot[t] = int64_t{layout.page_table[s * int64_t{layout.max_pages} + p / page_size]} * page_size + p % page_size;
+    }
+  }
 
   const int half = hd / 2;
   // inv_freq and the angles in fp32, the way HF computes them, so positions far from 0 round
@@ -65,7 +77,7 @@ void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k
   for (int i = 0; i < half; ++i) inv_freq[i] = 1.0f / std::pow(rope_theta, static_cast<float>(2 * i) / hd);
   const int32_t* positions = batch.positions.ptr<int32_t>();
   float* data = qkv.ptr<float>();
-#pragma omp parallel num_threads(threads_for(T * int64_t{nh + nkv} * hd))
+#pragma omp parallel num_threads(threads_for(T * width))
   {
     std::vector<float> cos_a(half), sin_a(half);
 #pragma omp for
@@ -75,10 +87,13 @@ void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k
         cos_a[i] = std::cos(angle);
         sin_a[i] = std::sin(angle);
       }
-      float* row = data + t * width;
-      for (int h = 0; h < nh + nkv; ++h) {  // q heads then k heads; v is left as is
-        float* head = row + int64_t{h} * hd;
+      const float* row = data + t * width;
+      float* k_row = k_cache.ptr<float>() + slot[t] * kv_width;
+      std::copy_n(row + int64_t{nh} * hd, kv_width, k_row);
+      std::copy_n(row + int64_t{nh} * hd + kv_width, kv_width, v_cache.ptr<float>() + slot[t] * kv_width);
+      for (int h = 0; h < nh + nkv; ++h) {  // q heads in place, then k heads in the cache
         const bool is_q = h < nh;
+        float* head = is_q ? data + t * width + int64_t{h} * hd : k_row + int64_t{h - nh} * hd;
         if (is_q ? norm_q : norm_k) rmsnorm_row(head, (is_q ? q_norm : k_norm).ptr<float>(), eps, hd, head);
         rotate_half(head, cos_a.data(), sin_a.data(), half);
       }

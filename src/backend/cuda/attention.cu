@@ -1,5 +1,5 @@
-// Paged attention on the GPU: the batch's K/V are written into the paged bf16 cache, then every
-// query row attends its sequence's keys (block-causal or bidirectional, GQA) with bf16 tensor-core
+// Paged attention on the GPU: every query row attends its sequence's keys in the paged bf16 cache,
+// the batch's own included (qk_norm_rope stored them), block-causal or bidirectional, GQA, with bf16 tensor-core
 // MMAs (mma.sync m16n8k16, fp32 accumulate) and an online softmax whose statistics stay in fp32.
 //
 // Tiling. One CTA of 4 warps owns (sequence s, kv head, a tile of query rows, a split of the key
@@ -29,6 +29,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernel_util.cuh"
+#include "backend/op_checks.h"
 
 namespace jet::cuda {
 
@@ -119,28 +120,6 @@ __device__ __forceinline__ void mma_bf16(float (&acc)[4], const uint32_t (&a)[4]
       "{%0, %1, %2, %3};"
       : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// --- KV-cache write ----------------------------------------------------------------------------------
-
-// One thread per 16-byte chunk of a new token's K or V row; grid (chunks of the longest sequence,
-// sequences) so no thread has to search which sequence its token belongs to.
-__global__ void write_kv_kernel(const Params p) {
-  await_previous_kernel();
-  const int seq = blockIdx.y;
-  const int seq_begin = p.seq_starts[seq], num_new = p.seq_starts[seq + 1] - seq_begin;
-  const int chunks_per_row = p.nkv * p.hd / 8;  // of K (and of V) per token
-  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  const int64_t token = i / (2 * chunks_per_row);
-  if (token >= num_new) return;
-  const int chunk = static_cast<int>(i % (2 * chunks_per_row));
-  const bool is_value = chunk >= chunks_per_row;
-  const int offset = (chunk % chunks_per_row) * 8;
-  const int64_t t = seq_begin + token;
-  const int64_t qkv_width = int64_t{p.nh + 2 * p.nkv} * p.hd;
-  const bf16* src = p.qkv + t * qkv_width + int64_t{p.nh + (is_value ? p.nkv : 0)} * p.hd + offset;
-  bf16* dst = (is_value ? p.v_cache : p.k_cache) + cache_row(p, seq, p.positions[t]) * p.nkv * p.hd + offset;
-  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
 }
 
 // --- Attention ---------------------------------------------------------------------------------------
@@ -489,41 +468,13 @@ struct BatchShape {
   int64_t row_tiles_64 = 0;
 };
 
-BatchShape validate_batch(const ForwardBatch& batch, int64_t T, int page_size, int64_t num_pages, int group) {
-  const BatchLayout& h = batch.host;
-  const int S = h.num_seqs;
-  JET_CHECK(S >= 0 && S <= 65535 && h.num_tokens == T && h.max_pages >= 0, "attention: batch has ", S,
-            " sequences (at most 65535) and ", h.num_tokens, " tokens for ", T, " qkv rows");
-  JET_CHECK(h.positions.size() == size_t(T) && h.seq_starts.size() == size_t(S) + 1 &&
-                h.cached_lens.size() == size_t(S) && h.page_table.size() == size_t(S) * h.max_pages,
-            "attention: the batch's host layout has ", h.positions.size(), " positions, ", h.seq_starts.size(),
-            " seq_starts, ", h.cached_lens.size(), " cached_lens and ", h.page_table.size(), " page-table entries for ",
-            S, " sequences, ", T, " tokens and ", h.max_pages, " pages per sequence");
-  check_tensor(batch.positions, "attention", "positions", DType::I32, {T});
-  check_tensor(batch.seq_starts, "attention", "seq_starts", DType::I32, {S + 1});
-  check_tensor(batch.cached_lens, "attention", "cached_lens", DType::I32, {S});
-  check_tensor(batch.page_table, "attention", "page_table", DType::I32, {S, h.max_pages});
-  JET_CHECK(h.seq_starts[0] == 0 && h.seq_starts[S] == T, "attention: seq_starts must run from 0 to ", T,
-            " tokens, got ", h.seq_starts[0], "..", h.seq_starts[S]);
+// Row tiles and the longest sequence of a batch check_paged_batch has validated.
+BatchShape batch_shape(const BatchLayout& h, int group) {
   BatchShape shape;
-  for (int s = 0; s < S; ++s) {
-    const int32_t begin = h.seq_starts[s], end = h.seq_starts[s + 1];
-    JET_CHECK(begin <= end && h.cached_lens[s] >= 0, "attention: sequence ", s, " has seq_starts ", begin, "..", end,
-              " and cached_len ", h.cached_lens[s]);
-    const int64_t keys = int64_t{h.cached_lens[s]} + (end - begin);
-    JET_CHECK(keys <= int64_t{h.max_pages} * page_size, "attention: sequence ", s, " has ", keys,
-              " keys but its page table holds ", h.max_pages, " pages of ", page_size);
-    for (int64_t page = 0; page * page_size < keys; ++page) {
-      const int32_t id = h.page_table[s * int64_t{h.max_pages} + page];
-      JET_CHECK(id >= 0 && id < num_pages, "attention: sequence ", s, " page ", page, " is ", id,
-                ", outside the cache's ", num_pages, " pages");
-    }
-    for (int32_t t = begin; t < end; ++t) {
-      JET_CHECK(h.positions[t] >= 0 && h.positions[t] < keys, "attention: token ", t, " of sequence ", s,
-                " has position ", h.positions[t], " outside [0, ", keys, ")");
-    }
-    const int64_t rows = int64_t{end - begin} * group;
-    shape.max_new = std::max(shape.max_new, end - begin);
+  for (int s = 0; s < h.num_seqs; ++s) {
+    const int32_t num_new = h.seq_starts[s + 1] - h.seq_starts[s];
+    const int64_t rows = int64_t{num_new} * group;
+    shape.max_new = std::max(shape.max_new, num_new);
     shape.row_tiles_16 += (rows + 15) / 16;
     shape.row_tiles_32 += (rows + 31) / 32;
     shape.row_tiles_64 += (rows + 63) / 64;
@@ -596,21 +547,21 @@ void run_attention_for_rows(const Params& p, int row_warps, const LaunchShape& l
 
 }  // namespace
 
-void CudaBackend::attention(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache, int page_size,
+void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, int page_size,
                             const ForwardBatch& batch, int nh, int nkv, int hd, Tensor& out) {
-  JET_CHECK(nh > 0 && nkv > 0 && hd > 0 && nh % nkv == 0 && page_size > 0, "attention: bad layout nh=", nh,
-            " nkv=", nkv, " hd=", hd, " page_size=", page_size, " (nh must be a multiple of nkv)");
+  JET_CHECK(nh > 0 && nkv > 0 && hd > 0 && nh % nkv == 0, "attention: bad layout nh=", nh, " nkv=", nkv, " hd=", hd,
+            " (nh must be a multiple of nkv)");
   JET_CHECK(hd == 16 || hd == 32 || hd == 64 || hd == 128, "attention: head_dim ", hd,
             " is not supported by the CUDA kernels (16, 32, 64 or 128)");
   check_tensor(qkv, "attention", "qkv", DType::BF16, {-1, int64_t{nh + 2 * nkv} * hd});
   const int64_t T = qkv.dim(0);
   check_tensor(out, "attention", "out", DType::BF16, {T, int64_t{nh} * hd});
-  check_tensor(k_cache, "attention", "k_cache", DType::BF16, {-1, page_size, nkv, hd});
-  check_tensor(v_cache, "attention", "v_cache", DType::BF16, {k_cache.dim(0), page_size, nkv, hd});
+  const int64_t num_pages = check_kv_cache_args("attention", k_cache, v_cache, page_size, nkv, hd, DType::BF16);
   JET_CHECK(aligned_16({qkv.data, out.data, k_cache.data, v_cache.data}),
             "attention: qkv, out and the caches must start on 16-byte boundaries (vector loads)");
+  check_paged_batch("attention", batch, T, page_size, num_pages);
   const int group = nh / nkv;
-  const BatchShape shape = validate_batch(batch, T, page_size, k_cache.dim(0), group);
+  const BatchShape shape = batch_shape(batch.host, group);
   if (T == 0) return;
 
   Params p{};
@@ -632,14 +583,8 @@ void CudaBackend::attention(const Tensor& qkv, Tensor& k_cache, Tensor& v_cache,
   p.scale_log2 = kLog2e / std::sqrt(static_cast<float>(hd));
   const int num_seqs = batch.host.num_seqs;
 
-  // 1. Every new token's K and V into the cache first: this forward's queries attend each other.
-  constexpr int kWriteThreads = 256;
-  const int64_t write_chunks = int64_t{shape.max_new} * 2 * nkv * hd / 8;
-  launch_kernel("write_kv_kernel", write_kv_kernel, dim3((write_chunks + kWriteThreads - 1) / kWriteThreads, num_seqs),
-                kWriteThreads, 0, stream_, p);
-
-  // 2. Attention, split along the keys when the CTAs alone would leave the GPU idle (the key
-  // bound comes from the page-table width so the choice does not depend on device data).
+  // Split along the keys when the CTAs alone would leave the GPU idle (the key bound comes from
+  // the page-table width so the choice does not depend on device data).
   LaunchShape l;
   l.max_rows = shape.max_new * group;
   l.num_seqs = num_seqs;

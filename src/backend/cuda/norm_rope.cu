@@ -1,7 +1,8 @@
 // Normalisation and rotary embedding on bf16 activations: rmsnorm, add_rmsnorm (the residual
 // stream stays bf16 as in HF: residual = bf16(residual + x)) and qk_norm_rope (per-head RMSNorm
-// of q and k, then NeoX rotate-half RoPE). Statistics, the weight multiply and the rotation run
-// in fp32 with one rounding to bf16 at the end, as SDAR's fused RMSNorm does (models.md §1.3).
+// of q and k, then NeoX rotate-half RoPE; k and v are stored into the paged K/V cache).
+// Statistics, the weight multiply and the rotation run in fp32 with one rounding to bf16 at the
+// end, as SDAR's fused RMSNorm does (models.md §1.3).
 #include <algorithm>
 #include <cmath>
 
@@ -91,24 +92,38 @@ int norm_threads_for_packs(int64_t H) {
   return static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(32, (packs + 31) / 32 * 32)));
 }
 
-// Block (x, y) = token x, q/k heads [y * warps, (y + 1) * warps): one warp per head (v heads are
-// left as they are), so even a few tokens spread over many blocks. A lane owns P consecutive
+// Where qk_norm_rope puts each token's k and v: its (sequence, position) slot of the paged cache.
+struct CacheSlots {
+  bf16* k_cache;  // [pages, page_size, nkv, hd]
+  bf16* v_cache;
+  const int32_t* positions;
+  const int32_t* seq_starts;
+  const int32_t* page_table;  // [sequences, max_pages]
+  int max_pages, page_size;
+};
+
+// Block (x, y, z) = heads [x * warps, (x + 1) * warps) of new token y of sequence z: one warp
+// per head (q, k, then v heads), so even a few tokens spread over many blocks; sequences with
+// fewer new tokens than the longest leave their spare blocks idle. A lane owns P consecutive
 // rotation pairs (i, i + hd/2), i = P * lane + 64 * k, read once into registers as P-element
-// accesses (P = 2 when hd/2 is even) and used for both the norm and the rotation. The token's
-// rotation angles are the same for every head: computed once per block into shared memory, while
-// the heads' loads (which do not wait on the position) are in flight.
+// accesses (P = 2 when hd/2 is even) and used for both the norm and the rotation. q is written
+// back in place; k and v go to the token's cache slot, so no separate kernel copies them there.
+// The token's rotation angles are the same for every head: computed once per block into shared
+// memory, while the heads' loads (which do not wait on the position) are in flight.
 template <int P>
-__global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k_norm, const int32_t* positions,
-                                    float eps, int nh, int nkv, int hd, RopeFrequencies freqs) {
+__global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k_norm, CacheSlots cache, float eps,
+                                    int nh, int nkv, int hd, RopeFrequencies freqs) {
   await_previous_kernel();
   constexpr int kMaxPerLane = kMaxRopeHalf / 32;  // pairs a lane holds at head_dim 512
   __shared__ float sin_of[kMaxRopeHalf], cos_of[kMaxRopeHalf];
-  const int64_t t = blockIdx.x;
+  const int seq = blockIdx.z;
+  const int64_t t = int64_t{cache.seq_starts[seq]} + blockIdx.y;
+  if (t >= cache.seq_starts[seq + 1]) return;  // the whole block: the sequence has fewer new tokens
   const int lane = threadIdx.x % 32, half = hd / 2;
   const int64_t width = int64_t{nh + 2 * nkv} * hd;
-  const int h = blockIdx.y * (blockDim.x / 32) + threadIdx.x / 32;
-  const bool has_head = h < nh + nkv;  // the last block's spare warps only help with the angles
-  bf16* head = qkv + t * width + int64_t{has_head ? h : 0} * hd;
+  const int h = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const bool has_head = h < nh + 2 * nkv;  // the last block's spare warps only help with the angles
+  const bf16* head = qkv + t * width + int64_t{has_head ? h : 0} * hd;
   float x1[kMaxPerLane], x2[kMaxPerLane];
   float sum_squares = 0.0f;
 #pragma unroll
@@ -123,11 +138,20 @@ __global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k
       sum_squares += x1[P * k + j] * x1[P * k + j] + x2[P * k + j] * x2[P * k + j];
     }
   }
-  const float position = static_cast<float>(positions[t]);
-  for (int i = threadIdx.x; i < half; i += blockDim.x) sincosf(position * freqs.inv_freq[i], &sin_of[i], &cos_of[i]);
+  const int position = cache.positions[t];
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    sincosf(static_cast<float>(position) * freqs.inv_freq[i], &sin_of[i], &cos_of[i]);
+  }
   __syncthreads();
   if (!has_head) return;
-  const bf16* norm = h < nh ? q_norm : k_norm;
+  const bool is_q = h < nh, is_v = h >= nh + nkv;
+  bf16* dst = qkv + t * width + int64_t{h} * hd;
+  if (!is_q) {
+    const int64_t page = cache.page_table[seq * int64_t{cache.max_pages} + position / cache.page_size];
+    const int64_t slot = page * cache.page_size + position % cache.page_size;
+    dst = (is_v ? cache.v_cache : cache.k_cache) + (slot * nkv + (h - nh) % nkv) * hd;
+  }
+  const bf16* norm = is_q ? q_norm : is_v ? nullptr : k_norm;
   const float scale = norm ? 1.0f / sqrtf(warp_sum(sum_squares) / static_cast<float>(hd) + eps) : 1.0f;
 #pragma unroll
   for (int k = 0; k < kMaxPerLane / P; ++k) {
@@ -136,6 +160,11 @@ __global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k
     BfPack<P> a, b;
 #pragma unroll
     for (int j = 0; j < P; ++j) {
+      if (is_v) {  // v is copied as it is (bf16 -> fp32 -> bf16 is exact)
+        a.v[j] = __float2bfloat16(x1[P * k + j]);
+        b.v[j] = __float2bfloat16(x2[P * k + j]);
+        continue;
+      }
       float v1 = x1[P * k + j] * scale, v2 = x2[P * k + j] * scale;
       if (norm) {
         v1 *= __bfloat162float(norm[i + j]);
@@ -145,8 +174,8 @@ __global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k
       a.v[j] = __float2bfloat16(v1 * cos_a - v2 * sin_a);
       b.v[j] = __float2bfloat16(v2 * cos_a + v1 * sin_a);
     }
-    store_pack<P>(head + i, a);
-    store_pack<P>(head + i + half, b);
+    store_pack<P>(dst + i, a);
+    store_pack<P>(dst + i + half, b);
   }
 }
 
@@ -175,20 +204,35 @@ void CudaBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w
 }
 
 void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
-                               const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd) {
-  const int64_t T = check_qk_norm_rope_args(qkv, q_norm, k_norm, batch, nh, nkv, hd, DType::BF16);
+                               const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd, Tensor& k_cache,
+                               Tensor& v_cache, int page_size) {
+  const int64_t T = check_qk_norm_rope_args(qkv, q_norm, k_norm, batch, nh, nkv, hd, k_cache, v_cache, page_size,
+                                            DType::BF16);
   JET_CHECK(hd / 2 <= kMaxRopeHalf, "qk_norm_rope: head_dim ", hd, " exceeds the CUDA backend's limit of ",
             2 * kMaxRopeHalf);
   if (T == 0) return;
+  const BatchLayout& layout = batch.host;
+  int max_new = 0;
+  for (int s = 0; s < layout.num_seqs; ++s) max_new = std::max(max_new, layout.seq_starts[s + 1] - layout.seq_starts[s]);
+  JET_CHECK(max_new <= 65535, "qk_norm_rope: ", max_new, " new tokens in one sequence exceed the grid's limit");
 
   RopeFrequencies freqs{};
   for (int i = 0; i < hd / 2; ++i) freqs.inv_freq[i] = 1.0f / std::pow(rope_theta, static_cast<float>(2 * i) / hd);
-  const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>((nh + nkv + kRopeWarps - 1) / kRopeWarps));
-  // Pairs of elements per access when both halves of every head start on 4-byte boundaries.
-  const bool pairs = hd % 4 == 0 && reinterpret_cast<uintptr_t>(qkv.data) % 4 == 0;
+  const CacheSlots cache{k_cache.ptr<bf16>(),
+                         v_cache.ptr<bf16>(),
+                         batch.positions.ptr<int32_t>(),
+                         batch.seq_starts.ptr<int32_t>(),
+                         batch.page_table.ptr<int32_t>(),
+                         layout.max_pages,
+                         page_size};
+  const dim3 grid(static_cast<unsigned>((nh + 2 * nkv + kRopeWarps - 1) / kRopeWarps), static_cast<unsigned>(max_new),
+                  static_cast<unsigned>(layout.num_seqs));
+  // Pairs of elements per access when both halves of every head start on 4-byte boundaries, in
+  // qkv and in the cache rows alike (heads are hd elements apart in both).
+  const bool pairs = hd % 4 == 0 && aligned_16({qkv.data, k_cache.data, v_cache.data});
   auto* kernel = pairs ? qk_norm_rope_kernel<2> : qk_norm_rope_kernel<1>;
   launch_kernel("qk_norm_rope_kernel", kernel, grid, 32 * kRopeWarps, 0, stream_, qkv.ptr<bf16>(), q_norm.ptr<bf16>(),
-                k_norm.ptr<bf16>(), batch.positions.ptr<int32_t>(), eps, nh, nkv, hd, freqs);
+                k_norm.ptr<bf16>(), cache, eps, nh, nkv, hd, freqs);
 }
 
 }  // namespace jet::cuda
