@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Per-kernel GPU time of a bench/throughput run, read by Nsight Compute (no per-op sync).
+"""Per-kernel GPU time of a `jetengine bench` run, read by Nsight Compute (no per-op sync).
 
     python3 bench/kernel_profile.py BUILD_DIR MODEL_DIR [--save FILE] [throughput flags ...]
 
-Runs `ncu --metrics gpu__time_duration.sum` over `BUILD_DIR/bench/throughput --model MODEL_DIR
+Runs `ncu --metrics gpu__time_duration.sum` over `BUILD_DIR/apps/cli/jetengine bench --model MODEL_DIR
 --device cuda --enforce-eager --kv-cache-mb 16384 FLAGS`. FLAGS default to --batches 128
 --prompt-len 64 --max-tokens 8 where not given; a MODEL_DIR without safetensors (bench/run_gpu.sh
 makes one) runs with --load-format dummy. The kernel stream is cut into forwards (a denoise
@@ -45,7 +45,7 @@ def component(name):
 
 def run_ncu(build, model, flags):
     cmd = ["ncu", "--clock-control", "none", "--metrics", "gpu__time_duration.sum", "--csv", "--print-units", "base",
-           f"{build}/bench/throughput", "--model", model, "--device", "cuda", "--enforce-eager",
+           f"{build}/apps/cli/jetengine", "bench", "--model", model, "--device", "cuda", "--enforce-eager",
            "--kv-cache-mb", "16384"] + flags
     print("$", " ".join(cmd), flush=True)
     out = subprocess.run(cmd, capture_output=True, text=True)

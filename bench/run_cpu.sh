@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 model=${JET_BUILD_DIR:-build}/models/bench-sdar
 [ -f "$model/config.json" ] || /usr/bin/python3 tools/make_tiny_model.py --arch sdar --vocab qwen3 --seed 0 \
   --layers 4 --hidden 256 --heads 8 --kv-heads 2 --head-dim 32 --intermediate 768 --out "$model"
-${JET_BUILD_DIR:-build}/bench/throughput --model "$model" --device cpu --profile "$@"
+${JET_BUILD_DIR:-build}/apps/cli/jetengine bench --model "$model" --device cpu --profile "$@"

@@ -16,5 +16,5 @@ build=${JET_BUILD_DIR:-build}
 model=$build/models/sdar-4b-shapes
 [ -f "$model/config.json" ] || python3 tools/make_tiny_model.py --arch sdar --vocab qwen3 --layers 36 --hidden 2560 \
   --heads 32 --kv-heads 8 --head-dim 128 --intermediate 9728 --no-weights --out "$model"
-"$build"/bench/throughput --model "$model" --load-format dummy --device cuda --batches 1,32,128,256,512 \
+"$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --batches 1,32,128,256,512 \
   --prompt-len 64 --max-tokens 128 --mode2 2000 --max-active 128 "$@"

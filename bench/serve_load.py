@@ -6,7 +6,7 @@ end-to-end latency. Standard library only.
     python3 bench/serve_load.py --bin build/apps/cli/jetengine --model DIR [--requests 512]
         [--concurrency 128] [--prompt-len 50-600] [--max-tokens 64-512] [--seed 0] [-- SERVER FLAGS]
 
-The workload is Mode 2's (bench/throughput --mode2): prompts of random token ids in
+The workload is Mode 2's (`jetengine bench --mode2`): prompts of random token ids in
 [3, vocab / 2) with lengths drawn from --prompt-len, max_tokens from --max-tokens, greedy,
 ignore_eos (every request produces exactly its max_tokens), 4 denoising steps. Flags after `--`
 go to the server (for example `--device cuda --load-format dummy`). Completion tokens are

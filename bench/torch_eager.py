@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The plain PyTorch eager baseline of Mode 1 (DESIGN.md §4): the decode a user would write
-without the engine, timed on the same workload as bench/throughput.
+without the engine, timed on the same workload as `jetengine bench`.
 
     python3 bench/torch_eager.py [--batches 1,32,128] [--prompt-len 64] [--max-tokens 128]
 
@@ -10,7 +10,7 @@ writing and reading the 8.8 GB checkpoint of tools/make_tiny_model.py would cost
 the weights' values do not change the work of a greedy static decode that ignores EOS.
 Decode: torch_sdar.greedy_block_decode (prefill of the prompt blocks, dense per-layer KV cache,
 B = 4, S = 4, low_confidence_static, one save forward per block), every sequence running to
-max_tokens (no stop ids). Prompts: random ids in [3, vocab / 2), as bench/throughput draws them.
+max_tokens (no stop ids). Prompts: random ids in [3, vocab / 2), as `jetengine bench` draws them.
 Each batch size runs once untimed with 8 tokens (cuBLAS plans, allocator), then once timed
 between torch.cuda.synchronize() calls. Reports completion tokens per second. Needs a CUDA GPU.
 """

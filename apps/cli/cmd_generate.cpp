@@ -13,6 +13,7 @@
 #include "engine_flags.h"
 #include "jet/engine.h"
 #include "progress_bar.h"
+#include "sampling_flags.h"
 
 namespace jet::cli {
 
@@ -28,24 +29,6 @@ Prompts
                             entropies, completion_ids, completion_text, finish_reason, num_forwards,
                             prompt_len); default: the completion text of each prompt
   --max-active N            stream with at most N prompts in flight (default: all at once)
-
-Sampling (docs/decoding.md)
-  --temperature T           0 = greedy (default 1.0)
-  --top-k K                 0 = off (default 0)
-  --top-p P                 in (0, 1], 1 = off (default 1.0)
-  --repetition-penalty R    (default 1.0 = off)
-  --max-tokens N            completion tokens at most (default 64)
-  --denoising-steps S       steps per block, 1..B (default 4, capped at B)
-  --strategy NAME           remasking strategy (default low_confidence_static); one of
-                            sequential, anti_sequential, random, dilated, low_confidence_static,
-                            margin_static, entropy_static, low_confidence_dynamic, dynamic_factor,
-                            dynamic_pmax, entropy_bounded
-  --dynamic-threshold X     low_confidence_dynamic / dynamic_pmax threshold (default 0.9)
-  --dynamic-factor X        dynamic_factor's factor (default 1.0)
-  --eb-threshold X          entropy_bounded's entropy budget (default 0.35)
-  --seed N                  reproducible sampling
-  --stop-token-ids A,B,...  extra stop tokens
-  --ignore-eos              do not stop at the model's EOS tokens
 
 )";
 
@@ -79,33 +62,6 @@ std::vector<Prompt> read_prompts(const ArgParser& args) {
   return prompts;
 }
 
-SamplingParams read_sampling(const ArgParser& args) {
-  SamplingParams p;
-  p.temperature = args.get_double("--temperature", p.temperature);
-  p.top_k = static_cast<int>(args.get_int("--top-k", p.top_k));
-  p.top_p = args.get_double("--top-p", p.top_p);
-  p.repetition_penalty = args.get_double("--repetition-penalty", p.repetition_penalty);
-  p.max_tokens = static_cast<int>(args.get_int("--max-tokens", p.max_tokens));
-  p.denoising_steps = static_cast<int>(args.get_int("--denoising-steps", p.denoising_steps));
-  p.remasking_strategy = args.get("--strategy").value_or(p.remasking_strategy);
-  p.dynamic_threshold = args.get_double("--dynamic-threshold", p.dynamic_threshold);
-  p.dynamic_factor = args.get_double("--dynamic-factor", p.dynamic_factor);
-  p.eb_threshold = args.get_double("--eb-threshold", p.eb_threshold);
-  p.ignore_eos = args.has("--ignore-eos");
-  if (args.has("--seed")) p.seed = static_cast<uint64_t>(args.get_int("--seed", 0));
-  if (auto ids = args.get("--stop-token-ids")) {
-    std::stringstream ss(*ids);
-    for (std::string item; std::getline(ss, item, ',');) {
-      try {
-        p.stop_token_ids.push_back(std::stoi(item));
-      } catch (...) {
-        throw Error(str("--stop-token-ids expects comma-separated integers, got '", *ids, "'"));
-      }
-    }
-  }
-  return p;
-}
-
 nlohmann::json to_json(const GenerationOutput& out) {
   return {{"text", out.text},
           {"token_ids", out.token_ids},
@@ -122,23 +78,17 @@ nlohmann::json to_json(const GenerationOutput& out) {
 }  // namespace
 
 int cmd_generate(const Args& raw) {
-  ArgParser args(raw,
-                 with_engine_value_flags({"--prompt", "--prompts", "--max-active", "--temperature", "--top-k",
-                                          "--top-p", "--repetition-penalty", "--max-tokens", "--denoising-steps",
-                                          "--strategy", "--dynamic-threshold", "--dynamic-factor", "--eb-threshold",
-                                          "--seed", "--stop-token-ids"}),
-                 with_engine_bool_flags({"--chat", "--json", "--ignore-eos", "--help"}));
+  ArgParser args(raw, with_sampling_value_flags(with_engine_value_flags({"--prompt", "--prompts", "--max-active"})),
+                 with_sampling_bool_flags(with_engine_bool_flags({"--chat", "--json", "--help"})));
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
+    std::fputs(kSamplingFlagsHelp, stdout);
     std::fputs(kEngineFlagsHelp, stdout);
     return 0;
   }
   std::vector<Prompt> prompts = read_prompts(args);
-  SamplingParams params = read_sampling(args);
   Engine engine(read_engine_options(args));
-  if (params.denoising_steps > engine.summary().block_length && !args.has("--denoising-steps")) {
-    params.denoising_steps = engine.summary().block_length;  // the default 4 when B < 4
-  }
+  const SamplingParams params = read_sampling(args, engine);
   if (args.has("--chat")) {
     for (Prompt& p : prompts) {
       const auto* text = std::get_if<std::string>(&p);

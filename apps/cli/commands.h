@@ -12,6 +12,8 @@ int cmd_tokenize(const Args& args);    // cmd_tokenize.cpp
 int cmd_detokenize(const Args& args);  // cmd_tokenize.cpp
 int cmd_inspect(const Args& args);     // cmd_inspect.cpp
 int cmd_generate(const Args& args);    // cmd_generate.cpp
+int cmd_chat(const Args& args);        // cmd_chat.cpp
+int cmd_bench(const Args& args);       // cmd_bench.cpp
 int cmd_serve(const Args& args);       // cmd_serve.cpp (when built with the server, JET_SERVER)
 
 }  // namespace jet::cli

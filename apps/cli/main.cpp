@@ -16,6 +16,8 @@ constexpr const char* kUsage =
     "  detokenize --model DIR [--jsonl] [--skip-special-tokens]   ids (JSON) on stdin -> text\n"
     "  inspect    --model DIR             config summary, parameter count, validation\n"
     "  generate   --model DIR (--prompt TEXT | --prompts FILE) [--chat] [--json] [sampling flags]\n"
+    "  chat       --model DIR [--system TEXT] [sampling flags]   a conversation on stdin/stdout\n"
+    "  bench      --model DIR [--batches 1,16] [--mode2 N] [--profile]   completion tokens/s\n"
     "  serve      --model DIR [--host H] [--port P]   OpenAI-compatible HTTP server\n"
     "run 'jetengine <verb> --help' for the options of a verb\n";
 
@@ -28,6 +30,8 @@ int main(int argc, char** argv) {
       {"detokenize", jet::cli::cmd_detokenize},
       {"inspect", jet::cli::cmd_inspect},
       {"generate", jet::cli::cmd_generate},
+      {"chat", jet::cli::cmd_chat},
+      {"bench", jet::cli::cmd_bench},
 #ifdef JET_HAVE_SERVER
       {"serve", jet::cli::cmd_serve},
 #else

@@ -6,7 +6,7 @@
 #
 #   tests/gpu/sanitize_and_profile.sh BUILD_DIR MODEL_DIR
 #
-# BUILD_DIR must hold tests/gpu/test_ops, apps/cli/jetengine and bench/throughput (see
+# BUILD_DIR must hold tests/gpu/test_ops, apps/cli/jetengine (see
 # tests/gpu/run.sh and bench/run_gpu.sh); MODEL_DIR is a model of SDAR-4B's shapes (bench/run_gpu.sh
 # makes one, build/models/sdar-4b-shapes: config and tokenizer only, run with --load-format dummy).
 # Logs go to $OUT when set, else BUILD_DIR/gpu-logs; a summary is printed. Each step has a time
@@ -46,13 +46,13 @@ rm -f "$prompts"
 weights=()
 compgen -G "$model/*.safetensors" >/dev/null || weights=(--load-format dummy)
 long=(--model "$model" "${weights[@]}" --device cuda --batches 32 --prompt-len 2048 --max-tokens 1024)
-step long_context 150 "$build/bench/throughput" "${long[@]}"
-step long_context_profile 200 "$build/bench/throughput" "${long[@]}" --profile
+step long_context 150 "$build/apps/cli/jetengine" bench "${long[@]}"
+step long_context_profile 200 "$build/apps/cli/jetengine" bench "${long[@]}" --profile
 # Skips the 36 prefill launches of the warm-up and a few denoise ones; ncu replays each profiled
 # kernel, so only 3 are taken. A small KV cache leaves ncu room to save and restore device memory
 # for its replays (with the default budget, the cache takes ~120 GB and ncu failed to profile).
 step ncu_attention 150 ncu --clock-control none -k regex:attention_kernel -s 40 -c 3 --section SpeedOfLight \
-  --section LaunchStats --section Occupancy "$build/bench/throughput" --model "$model" "${weights[@]}" \
+  --section LaunchStats --section Occupancy "$build/apps/cli/jetengine" bench --model "$model" "${weights[@]}" \
   --device cuda --batches 32 \
   --prompt-len 2048 --max-tokens 8 --enforce-eager --kv-cache-mb 16384
 grep -E 'attention_kernel|DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Grid Size' \

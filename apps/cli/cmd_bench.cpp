@@ -1,0 +1,164 @@
+// `jetengine bench`: completion tokens/s of the engine. Mode 1 (the original's bench_throughput):
+// a batch of random prompts, each running to max_tokens; Mode 2 (--mode2): streamed requests of
+// varied lengths. With --profile, where the time goes per backend op. bench/run_gpu.sh and
+// bench/run_cpu.sh run it on their models; figures are logged in bench/results/.
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "arg_parser.h"
+#include "commands.h"
+#include "engine_flags.h"
+#include "jet/engine.h"
+
+namespace jet::cli {
+
+namespace {
+
+constexpr const char* kHelp = R"(usage: jetengine bench --model DIR [options]
+
+Mode 1: for each batch size, that many prompts of random token ids in [3, vocab / 2) (seeded),
+greedy, ignore_eos (each runs to --max-tokens), 4 denoising steps, after an untimed warm-up of
+8 tokens (GEMM plans, buffers, CUDA graphs). Prints tokens, seconds, completion tok/s and
+"device idle": the share of the wall time the device waited for the host between forwards.
+
+Benchmark
+  --batches A,B,...         batch sizes (default 1,16)
+  --prompt-len N            prompt tokens (default 64)
+  --max-tokens N            completion tokens per prompt (default 128)
+  --strategy NAME           remasking strategy (default low_confidence_static)
+  --profile                 time every backend op (each is synchronised, CUDA graphs off, so the
+                            run is slower) and print each op's share of the wall time
+  --mode2 REQUESTS          after Mode 1, Mode 2: REQUESTS prompts of 50-600 random tokens with
+                            max_tokens 64-512 each (seeded), streamed with --max-active in flight
+  --max-active N            Mode 2's requests in flight (default 128)
+
+The engine flags below apply; here --max-num-seqs defaults to 512 (every batch in one step).
+--load-format dummy benchmarks a folder holding only config.json and the tokenizer.
+
+)";
+
+std::vector<jet::Prompt> random_prompts(std::mt19937& rng, size_t count, int length, int vocab) {
+  std::vector<jet::Prompt> prompts;
+  for (size_t i = 0; i < count; ++i) {
+    std::vector<int32_t> ids(length);
+    for (int32_t& id : ids) id = static_cast<int32_t>(3 + rng() % (vocab / 2));
+    prompts.emplace_back(ids);
+  }
+  return prompts;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Op seconds spent since `before` (a profile taken earlier).
+std::map<std::string, double> op_seconds_since(const Engine& engine, const std::map<std::string, double>& before) {
+  std::map<std::string, double> delta;
+  for (const auto& [op, s] : engine.op_seconds()) delta[op] = s - (before.count(op) ? before.at(op) : 0.0);
+  return delta;
+}
+
+}  // namespace
+
+int cmd_bench(const Args& raw) {
+  ArgParser args(raw,
+                 with_engine_value_flags({"--batches", "--prompt-len", "--max-tokens", "--strategy", "--mode2",
+                                          "--max-active"}),
+                 with_engine_bool_flags({"--profile", "--help"}));
+  if (args.has("--help")) {
+    std::fputs(kHelp, stdout);
+    std::fputs(kEngineFlagsHelp, stdout);
+    return 0;
+  }
+  const int prompt_len = static_cast<int>(args.get_int("--prompt-len", 64));
+  const int max_tokens = static_cast<int>(args.get_int("--max-tokens", 128));
+  const int requests = static_cast<int>(args.get_int("--mode2", 0));
+  const int max_active = static_cast<int>(args.get_int("--max-active", 128));
+  JET_CHECK(prompt_len >= 1 && max_tokens >= 1 && requests >= 0 && max_active >= 1,
+            "--prompt-len, --max-tokens and --max-active must be positive, --mode2 not negative");
+  std::vector<int> batches;
+  std::stringstream list(args.get("--batches").value_or("1,16"));
+  for (std::string b; std::getline(list, b, ',');) {
+    try {
+      batches.push_back(std::stoi(b));
+    } catch (...) {
+      throw Error(str("--batches expects comma-separated integers, got '", b, "'"));
+    }
+    JET_CHECK(batches.back() >= 1, "--batches: batch sizes must be positive, got ", batches.back());
+  }
+
+  EngineOptions options = read_engine_options(args);
+  if (!args.has("--max-num-seqs")) options.max_num_seqs = 512;
+  options.profile_ops = args.has("--profile");
+  Engine engine(options);
+  const int vocab = engine.summary().vocab;
+
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;  // every prompt produces exactly max_tokens
+  p.denoising_steps = 4;
+  p.remasking_strategy = args.get("--strategy").value_or(p.remasking_strategy);
+  std::printf("device %s  model %s  block %d  steps %d  prompt %d  max_tokens %d  strategy %s\n",
+              engine.summary().device.c_str(), options.model.c_str(), engine.summary().block_length,
+              p.denoising_steps, prompt_len, max_tokens, p.remasking_strategy.c_str());
+  std::printf("%6s %10s %10s %12s %12s %12s\n", "batch", "tokens", "seconds", "tok/s", "device idle",
+              options.profile_ops ? "GEMM share" : "");
+  std::mt19937 rng(0);
+  for (int batch : batches) {
+    const std::vector<jet::Prompt> prompts = random_prompts(rng, batch, prompt_len, vocab);
+    {  // Warm-up outside the timing: first-use costs are start-up, not throughput.
+      SamplingParams warm = p;
+      warm.max_tokens = 8;
+      engine.generate(prompts, {warm});
+    }
+    const auto ops_before = engine.op_seconds();
+    const double idle_before = engine.device_idle_seconds();
+    const auto start = std::chrono::steady_clock::now();
+    size_t tokens = 0;
+    for (const auto& out : engine.generate(prompts, {p})) tokens += out.completion_ids.size();
+    const double secs = seconds_since(start);
+    const double idle = engine.device_idle_seconds() - idle_before;
+    std::printf("%6d %10zu %10.3f %12.1f %11.1f%%", batch, tokens, secs, tokens / secs, 100.0 * idle / secs);
+    if (!options.profile_ops) {
+      std::printf("\n");
+      continue;
+    }
+    const auto ops = op_seconds_since(engine, ops_before);
+    double op_total = 0;
+    for (const auto& [op, s] : ops) op_total += s;
+    std::printf(" %11.1f%%\n       op time %.3f s of %.3f s wall:", 100.0 * (ops.count("matmul") ? ops.at("matmul") : 0.0) / secs,
+                op_total, secs);
+    for (const auto& [op, s] : ops) std::printf(" %s %.1f%%", op.c_str(), 100.0 * s / secs);
+    std::printf("\n");
+  }
+
+  if (requests > 0) {
+    std::vector<jet::Prompt> prompts;
+    std::vector<jet::SamplingParams> params;
+    for (int i = 0; i < requests; ++i) {
+      const int length = static_cast<int>(50 + rng() % 551);
+      prompts.push_back(random_prompts(rng, 1, length, vocab)[0]);
+      params.push_back(p);
+      params.back().max_tokens = static_cast<int>(64 + rng() % 449);
+    }
+    size_t tokens = 0;
+    const double idle_before = engine.device_idle_seconds();
+    const auto start = std::chrono::steady_clock::now();
+    engine.generate_streaming(prompts, params, max_active,
+                              [&](size_t, jet::GenerationOutput&& out) { tokens += out.completion_ids.size(); });
+    const double secs = seconds_since(start);
+    const double idle = engine.device_idle_seconds() - idle_before;
+    std::printf("mode 2: %d requests (prompt 50-600, max_tokens 64-512), max_active %d: %zu tokens in %.3f s = %.1f "
+                "tok/s, device idle %.1f%%\n",
+                requests, max_active, tokens, secs, tokens / secs, 100.0 * idle / secs);
+  }
+  return 0;
+}
+
+}  // namespace jet::cli

@@ -1,0 +1,70 @@
+// The shared sampling flags (sampling_flags.h).
+#include "sampling_flags.h"
+
+#include <sstream>
+
+namespace jet::cli {
+
+const char* const kSamplingFlagsHelp = R"(Sampling (docs/decoding.md)
+  --temperature T           0 = greedy (default 1.0)
+  --top-k K                 0 = off (default 0)
+  --top-p P                 in (0, 1], 1 = off (default 1.0)
+  --repetition-penalty R    (default 1.0 = off)
+  --max-tokens N            completion tokens at most (default 64)
+  --denoising-steps S       steps per block, 1..B (default 4, capped at B)
+  --strategy NAME           remasking strategy (default low_confidence_static); one of
+                            sequential, anti_sequential, random, dilated, low_confidence_static,
+                            margin_static, entropy_static, low_confidence_dynamic, dynamic_factor,
+                            dynamic_pmax, entropy_bounded
+  --dynamic-threshold X     low_confidence_dynamic / dynamic_pmax threshold (default 0.9)
+  --dynamic-factor X        dynamic_factor's factor (default 1.0)
+  --eb-threshold X          entropy_bounded's entropy budget (default 0.35)
+  --seed N                  reproducible sampling
+  --stop-token-ids A,B,...  extra stop tokens
+  --ignore-eos              do not stop at the model's EOS tokens
+
+)";
+
+std::set<std::string> with_sampling_value_flags(std::set<std::string> flags) {
+  flags.insert({"--temperature", "--top-k", "--top-p", "--repetition-penalty", "--max-tokens", "--denoising-steps",
+                "--strategy", "--dynamic-threshold", "--dynamic-factor", "--eb-threshold", "--seed",
+                "--stop-token-ids"});
+  return flags;
+}
+
+std::set<std::string> with_sampling_bool_flags(std::set<std::string> flags) {
+  flags.insert("--ignore-eos");
+  return flags;
+}
+
+SamplingParams read_sampling(const ArgParser& args, const Engine& engine) {
+  SamplingParams p;
+  p.temperature = args.get_double("--temperature", p.temperature);
+  p.top_k = static_cast<int>(args.get_int("--top-k", p.top_k));
+  p.top_p = args.get_double("--top-p", p.top_p);
+  p.repetition_penalty = args.get_double("--repetition-penalty", p.repetition_penalty);
+  p.max_tokens = static_cast<int>(args.get_int("--max-tokens", p.max_tokens));
+  p.denoising_steps = static_cast<int>(args.get_int("--denoising-steps", p.denoising_steps));
+  p.remasking_strategy = args.get("--strategy").value_or(p.remasking_strategy);
+  p.dynamic_threshold = args.get_double("--dynamic-threshold", p.dynamic_threshold);
+  p.dynamic_factor = args.get_double("--dynamic-factor", p.dynamic_factor);
+  p.eb_threshold = args.get_double("--eb-threshold", p.eb_threshold);
+  p.ignore_eos = args.has("--ignore-eos");
+  if (args.has("--seed")) p.seed = static_cast<uint64_t>(args.get_int("--seed", 0));
+  if (auto ids = args.get("--stop-token-ids")) {
+    std::stringstream ss(*ids);
+    for (std::string item; std::getline(ss, item, ',');) {
+      try {
+        p.stop_token_ids.push_back(std::stoi(item));
+      } catch (...) {
+        throw Error(str("--stop-token-ids expects comma-separated integers, got '", *ids, "'"));
+      }
+    }
+  }
+  if (p.denoising_steps > engine.summary().block_length && !args.has("--denoising-steps")) {
+    p.denoising_steps = engine.summary().block_length;  // the default 4 when B < 4
+  }
+  return p;
+}
+
+}  // namespace jet::cli

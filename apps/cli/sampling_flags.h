@@ -1,0 +1,23 @@
+// The sampling flags of the verbs that decode from the command line (generate, chat): their help
+// text, their names for ArgParser, and the SamplingParams they give.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "arg_parser.h"
+#include "jet/engine.h"
+
+namespace jet::cli {
+
+// The "Sampling" section of a verb's --help.
+extern const char* const kSamplingFlagsHelp;
+
+// The sampling flags that take a value, and those that do not, added to a verb's own.
+std::set<std::string> with_sampling_value_flags(std::set<std::string> flags);
+std::set<std::string> with_sampling_bool_flags(std::set<std::string> flags);
+
+// The flags' SamplingParams; denoising_steps is capped at the engine's block length unless given.
+SamplingParams read_sampling(const ArgParser& args, const Engine& engine);
+
+}  // namespace jet::cli

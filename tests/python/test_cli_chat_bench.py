@@ -1,0 +1,58 @@
+"""`jetengine chat` and `jetengine bench` as processes, with the demo model on the CPU: chat
+answers line by line as generate --chat does, /reset starts over and /exit stops; bench prints one row per batch size with the tokens it was asked for, and
+rejects bad flags. The binary is build/apps/cli/jetengine, or $JET_BIN."""
+import os
+import re
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = REPO / "models" / "sdar-tiny-arith"
+
+
+def binary():
+    path = Path(os.environ.get("JET_BIN", REPO / "build" / "apps" / "cli" / "jetengine"))
+    assert path.exists(), f"{path} not built (set JET_BIN to use another build)"
+    return path
+
+
+def run(verb, *flags, stdin=""):
+    return subprocess.run([str(binary()), verb, "--model", str(MODEL), "--device", "cpu", "--kv-cache-mb", "64",
+                           *flags], input=stdin, capture_output=True, text=True, timeout=300)
+
+
+def test_chat_answers_each_line_and_resets():
+    result = run("chat", "--temperature", "0",
+                 stdin="What is 4821 + 937?\n\n/reset\nWhat is 12 + 30?\n/exit\nWhat is 7 + 8?\n")
+    assert result.returncode == 0, result.stderr
+    # One reply per message (the blank line is skipped, nothing after /exit runs).
+    assert result.stdout.splitlines() == ["5758", "42"]
+
+
+def test_chat_replies_match_generate_with_the_chat_template():
+    alone = run("generate", "--chat", "--temperature", "0", "--prompt", "What is 100 + 200?")
+    assert alone.returncode == 0, alone.stderr
+    chat = run("chat", "--temperature", "0", stdin="What is 100 + 200?\n")
+    assert chat.stdout.splitlines() == alone.stdout.splitlines() == ["300"]
+
+
+def test_chat_rejects_a_folder_without_a_chat_template():
+    result = subprocess.run([str(binary()), "chat", "--model", str(REPO / "models" / "qwen3-tokenizer"),
+                             "--device", "cpu"], input="hi\n", capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "error" in result.stderr
+
+
+def test_bench_prints_a_row_per_batch_and_mode2():
+    result = run("bench", "--batches", "1,3", "--prompt-len", "8", "--max-tokens", "8", "--mode2", "4")
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines() if re.match(r"\s+\d+\s+\d+\s", line)]
+    assert [(int(r[0]), int(r[1])) for r in rows] == [(1, 8), (3, 24)]
+    assert all(float(r[3]) > 0 for r in rows)  # tok/s
+    assert re.search(r"mode 2: 4 requests .* tok/s, device idle [\d.]+%", result.stdout)
+
+
+def test_bench_rejects_bad_flags():
+    result = run("bench", "--batches", "2,x")
+    assert result.returncode == 1
+    assert "--batches" in result.stderr
