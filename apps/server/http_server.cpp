@@ -70,6 +70,9 @@ class Reply {
     texts_.clear();
     return done_;
   }
+  // The client went away: the engine drops the request at its next step.
+  void abandon() { abandoned_ = true; }
+  bool abandoned() const { return abandoned_; }
   // After wait() returned true.
   bool failed() const { return status_ != 0; }
   int status() const { return status_; }
@@ -84,6 +87,7 @@ class Reply {
   std::string error_;
   int status_ = 0;
   bool done_ = false;
+  std::atomic<bool> abandoned_{false};
 };
 
 bool send_event(httplib::DataSink& sink, const std::string& data) {
@@ -105,7 +109,7 @@ struct HttpServer::Impl {
   std::set<std::shared_ptr<Reply>> in_flight;  // taken by the engine, not finished
   bool stopping = false;
 
-  std::atomic<uint64_t> next_id{0}, ok{0}, rejected{0}, prompt_tokens{0}, completion_tokens{0};
+  std::atomic<uint64_t> next_id{0}, ok{0}, rejected{0}, aborted{0}, prompt_tokens{0}, completion_tokens{0};
 
   Impl(Engine& e, ServerOptions o) : engine(e), options(std::move(o)) {}
 
@@ -165,9 +169,10 @@ void HttpServer::Impl::generate(Endpoint endpoint, const httplib::Request& req, 
   request.prompt = std::move(parsed.prompt);
   request.params = parsed.params;
   if (parsed.stream) request.on_text = [reply](const std::string& text) { reply->text(text); };
+  request.cancelled = [reply] { return reply->abandoned(); };
   // The counts first, then the reply: whoever the reply wakes sees metrics that include it.
   request.on_output = [this, reply](GenerationOutput&& out) {
-    ++ok;
+    ++(out.finish_reason == "abort" ? aborted : ok);
     prompt_tokens += out.prompt_len;
     completion_tokens += out.completion_ids.size();
     finished(reply);
@@ -203,7 +208,8 @@ void HttpServer::Impl::generate(Endpoint endpoint, const httplib::Request& req, 
                             include_usage = parsed.include_usage, first = true](size_t, httplib::DataSink& sink) mutable {
         for (const std::string& text : texts) {
           if (!send_event(sink, dump(stream_chunk(endpoint, id, created, options.model_name, text, "", first)))) {
-            return false;  // the client left; the request still finishes in the engine
+            reply->abandon();  // the client left: the engine stops decoding for it
+            return false;
           }
           first = false;
         }
@@ -246,6 +252,7 @@ std::string HttpServer::Impl::metrics() {
              "# TYPE jetengine_requests_total counter\n",
              "jetengine_requests_total{outcome=\"ok\"} ", ok.load(), "\n",
              "jetengine_requests_total{outcome=\"rejected\"} ", rejected.load(), "\n",
+             "jetengine_requests_total{outcome=\"aborted\"} ", aborted.load(), "\n",
              "# HELP jetengine_prompt_tokens_total Prompt tokens of the finished requests.\n",
              "# TYPE jetengine_prompt_tokens_total counter\n",
              "jetengine_prompt_tokens_total ", prompt_tokens.load(), "\n",

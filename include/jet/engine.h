@@ -68,7 +68,7 @@ struct GenerationOutput {
   std::vector<float> entropies;      // per completion token
   std::vector<int32_t> completion_ids;
   std::string completion_text;       // special tokens skipped
-  std::string finish_reason;         // "stop" or "length"
+  std::string finish_reason;         // "stop" or "length" ("abort": a served request cancelled)
   int num_forwards = 0;              // prefill + denoise forwards of this sequence (saves ride in them)
   int prompt_len = 0;
 };
@@ -100,6 +100,10 @@ struct ServeRequest {
   std::function<void(GenerationOutput&& output)> on_output;
   // Once instead of everything else, for a request the engine rejects (bad prompt or parameters).
   std::function<void(const std::string& error)> on_error;
+  // Polled before every step (optional): once it returns true the request stops where it is,
+  // its slot and pages go to others, and on_output gets what it has with finish_reason "abort"
+  // (a server's client that went away).
+  std::function<bool()> cancelled;
 };
 
 // Where Engine::serve takes requests from. Called before every step with how many it may hand

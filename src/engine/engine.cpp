@@ -51,11 +51,14 @@ struct Engine::Impl {
   std::vector<Sequence> make_sequences(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params);
   // The decode loop. Before every step `admit` hands over new sequences (the caller owns them, at
   // stable addresses; at most `room`; while nothing is in flight, `idle`, it may block) and
-  // returns false once no more will come; each finished sequence goes to on_finished, and
-  // after_step runs after every step. Returns when admission is over and nothing is in flight.
+  // returns false once no more will come; `take_cancelled` (optional) then names sequences in
+  // flight to drop, which end with finish_reason "abort"; each finished sequence goes to
+  // on_finished, and after_step runs after every step. Returns when admission is over and
+  // nothing is in flight.
   using AdmitFn = std::function<bool(size_t room, bool idle, std::vector<Sequence*>& out)>;
-  void loop(size_t max_active, const AdmitFn& admit, const std::function<void(Sequence&)>& on_finished,
-            const std::function<void()>& after_step);
+  using CancelFn = std::function<void(std::vector<Sequence*>& out)>;
+  void loop(size_t max_active, const AdmitFn& admit, const CancelFn& take_cancelled,
+            const std::function<void(Sequence&)>& on_finished, const std::function<void()>& after_step);
   // Runs until every sequence of `seqs` (in order) has been submitted and finished, never
   // holding more than max_active of them in the engine.
   void run(std::vector<Sequence>& seqs, int max_active, const OutputFn& on_output, const ProgressFn& progress);
@@ -327,11 +330,11 @@ GenerationOutput Engine::Impl::make_output(const Sequence& seq) const {
   return out;
 }
 
-void Engine::Impl::loop(size_t max_active, const AdmitFn& admit, const std::function<void(Sequence&)>& on_finished,
-                        const std::function<void()>& after_step) {
+void Engine::Impl::loop(size_t max_active, const AdmitFn& admit, const CancelFn& take_cancelled,
+                        const std::function<void(Sequence&)>& on_finished, const std::function<void()>& after_step) {
   size_t in_flight = 0;
   bool open = true;
-  std::vector<Sequence*> incoming, finished;
+  std::vector<Sequence*> incoming, finished, cancelled;
   // Whatever stops the loop early (an interrupt from a callback, an out-of-memory error), the
   // engine must come out empty and usable for the next call.
   struct DrainOnExit {
@@ -346,6 +349,17 @@ void Engine::Impl::loop(size_t max_active, const AdmitFn& admit, const std::func
       open = admit(max_active > in_flight ? max_active - in_flight : 0, in_flight == 0, incoming);
       for (Sequence* seq : incoming) scheduler->add(seq);
       in_flight += incoming.size();
+    }
+    if (take_cancelled) {
+      cancelled.clear();
+      take_cancelled(cancelled);
+      for (Sequence* seq : cancelled) {
+        scheduler->cancel(seq);
+        seq->status = SeqStatus::Finished;
+        seq->finish_reason = "abort";
+        --in_flight;
+        on_finished(*seq);
+      }
     }
     if (in_flight == 0) continue;
     finished.clear();
@@ -371,6 +385,7 @@ void Engine::Impl::run(std::vector<Sequence>& seqs, int max_active, const Output
         for (; submitted < seqs.size() && room > 0; --room) out.push_back(&seqs[submitted++]);
         return submitted < seqs.size();
       },
+      {},
       [&](Sequence& seq) {
         ++done;
         tokens += seq.completion.size();
@@ -436,6 +451,11 @@ void Engine::serve(const RequestSource& source, int max_active) {
           }
         }
         return open;
+      },
+      [&](std::vector<Sequence*>& out) {
+        for (auto& [id, entry] : live) {
+          if (entry.request.cancelled && entry.request.cancelled()) out.push_back(&entry.seq);
+        }
       },
       [&](Sequence& seq) {
         Live& entry = live.at(seq.index);

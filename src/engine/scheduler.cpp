@@ -85,6 +85,12 @@ void Scheduler::finish(Sequence* seq) {
   running_.erase(std::find(running_.begin(), running_.end(), seq));
 }
 
+void Scheduler::cancel(Sequence* seq) {
+  if (std::find(running_.begin(), running_.end(), seq) != running_.end()) return finish(seq);
+  std::erase(waiting_, seq);
+  std::erase(preempted_, seq);
+}
+
 void Scheduler::abort_all() {
   while (!running_.empty()) finish(running_.back());
   waiting_.clear();

@@ -37,6 +37,8 @@ class Scheduler {
   // Called once a sequence's prefill forward has written its prompt pages.
   void publish_prompt(const Sequence& seq);
   void finish(Sequence* seq);  // frees its slot and pages and drops it from the running set
+  // Drops a sequence wherever it is: running (as finish), waiting, or just preempted.
+  void cancel(Sequence* seq);
   // Drops every sequence (running ones release their slot and pages).
   void abort_all();
   // Preempted sequences since the last call (they lost their slot and pages and wait again).

@@ -3,6 +3,7 @@
 // rejected request gets its error while the others finish.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -96,4 +97,45 @@ TEST(EngineServe, ARejectedRequestLeavesTheOthersRunning) {
   EXPECT_EQ(bad_params.outputs, 0);
   // The engine is usable afterwards.
   EXPECT_EQ(jet::test::greedy_decode(engine, 4).size(), 2u);
+}
+
+TEST(EngineServe, ACancelledRequestStopsAndFreesItsPlaceForTheOthers) {
+  const std::string dir = jet::test::tiny_model_folder("--arch sdar --seed 9");
+  jet::EngineOptions options = jet::test::cpu_options(dir);
+  options.max_num_seqs = 1;  // one decodes, the others wait in the scheduler
+  jet::Engine engine(options);
+  const std::vector<jet::Prompt> prompts = {std::vector<int32_t>{5, 6, 7}, std::vector<int32_t>{11, 12, 13, 14},
+                                            std::vector<int32_t>{20, 21}};
+  const std::vector<jet::GenerationOutput> batch = engine.generate(prompts, {greedy(16)});
+  // All three are in flight from the start. Request 0 is cancelled once it has streamed text
+  // (mid-decode), request 2 while it still waits for the one slot: neither decodes to the end,
+  // request 1 does.
+  std::vector<Result> results(prompts.size());
+  std::vector<jet::ServeRequest> requests;
+  for (size_t i = 0; i < prompts.size(); ++i) requests.push_back(request_into(results[i], prompts[i], greedy(16)));
+  requests[0].cancelled = [&] { return !results[0].streamed.empty(); };
+  requests[2].cancelled = [&] { return results[1].outputs == 0; };
+  bool handed = false;
+  engine.serve(
+      [&](size_t, bool, std::vector<jet::ServeRequest>& out) {
+        if (!handed) out = std::move(requests);
+        handed = true;
+        return false;
+      },
+      /*max_active=*/3);
+  EXPECT_EQ(results[0].outputs, 1);
+  EXPECT_EQ(results[0].output.finish_reason, "abort");
+  EXPECT_LT(results[0].output.completion_ids.size(), 16u);
+  EXPECT_GT(results[0].output.completion_ids.size(), 0u);
+  // What it has is the start of its full decode.
+  EXPECT_TRUE(std::equal(results[0].output.completion_ids.begin(), results[0].output.completion_ids.end(),
+                         batch[0].completion_ids.begin()));
+  EXPECT_EQ(results[1].outputs, 1);
+  EXPECT_EQ(results[1].output.completion_ids, batch[1].completion_ids);
+  EXPECT_EQ(results[1].output.finish_reason, "length");
+  EXPECT_EQ(results[2].outputs, 1);
+  EXPECT_EQ(results[2].output.finish_reason, "abort");
+  EXPECT_TRUE(results[2].output.completion_ids.empty());
+  // Nothing leaked: the engine decodes as before.
+  EXPECT_EQ(engine.generate(prompts, {greedy(16)})[2].completion_ids, batch[2].completion_ids);
 }

@@ -6,6 +6,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <chrono>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -179,6 +180,29 @@ TEST_F(Served, BadRequestsGetJsonErrorsAndTheServerGoesOn) {
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
   EXPECT_EQ(json::parse(missing->body)["error"]["code"], 404);
+  EXPECT_EQ(post("/v1/chat/completions", chat("What is 12 + 30?"))["choices"][0]["message"]["content"], "42");
+}
+
+TEST_F(Served, AClientThatLeavesAStreamAbortsItsRequest) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.headers = {{"Content-Type", "application/json"}};
+  req.body = json{{"prompt", "12 + 30 ="}, {"max_tokens", 2048}, {"ignore_eos", true}, {"stream", true}}.dump();
+  // Hang up at the first bytes of the event stream.
+  req.content_receiver = [](const char*, size_t, uint64_t, uint64_t) { return false; };
+  client().send(req);
+  // The engine drops the request within a few steps instead of decoding 2,048 tokens.
+  std::string m;
+  for (int i = 0; i < 300 && m.find("jetengine_requests_total{outcome=\"aborted\"} 1") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto res = client().Get("/metrics");
+    ASSERT_TRUE(res);
+    m = res->body;
+  }
+  EXPECT_NE(m.find("jetengine_requests_total{outcome=\"aborted\"} 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("jetengine_requests_running 0"), std::string::npos) << m;
+  // And the server goes on.
   EXPECT_EQ(post("/v1/chat/completions", chat("What is 12 + 30?"))["choices"][0]["message"]["content"], "42");
 }
 
