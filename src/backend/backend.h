@@ -160,6 +160,8 @@ class Backend {
   // Small host<->backend helpers for the decode state (one copy each).
   void set_slot_params(DecodeState& st, int slot, const SlotParams& p);
   // Starts a block: tokens (B ids), trajectory/logprobs/entropies zeroed, masks_left = #mask ids.
+  // Five copies: for the backend tests, which drive the decode ops slot by slot. The engine
+  // stages blocks in ModelRunner's host copy of the state and uploads it once per forward.
   void start_block(DecodeState& st, int slot, const std::vector<int32_t>& tokens, int32_t mask_id);
   // Repetition-penalty set: clear, or add ids.
   void clear_seen(DecodeState& st, int slot);
