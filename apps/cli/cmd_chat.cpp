@@ -23,6 +23,8 @@ constexpr const char* kHelp = R"(usage: jetengine chat --model DIR [options]
 Reads one user message per line from stdin and prints each reply as it is decoded; the
 conversation is kept, so later messages see the earlier turns. Commands: /reset starts a new
 conversation, /exit (or end of input) quits. Prompts ("> ") go to stderr when stdin is a terminal.
+A message the engine rejects (for example once the conversation outgrows --max-model-len) gets
+an error on stderr and is dropped; the conversation goes on.
 
 Conversation
   --system TEXT             a system message opening every conversation
@@ -31,7 +33,8 @@ Conversation
 )";
 
 // Decodes one reply, writing its text to stdout as it commits; returns the whole reply, or
-// throws with the engine's reason when the request is rejected.
+// throws with the engine's reason when the request is rejected (e.g. the conversation has
+// outgrown max_model_len).
 std::string reply(Engine& engine, const std::string& prompt, const SamplingParams& params) {
   std::string text, error;
   bool handed_over = false;
@@ -90,8 +93,13 @@ int cmd_chat(const Args& raw) {
       continue;
     }
     messages.push_back(ChatMessage{"user", line, ""});
-    const std::string prompt = engine.apply_chat_template(messages, template_options);
-    messages.push_back(ChatMessage{"assistant", reply(engine, prompt, params), ""});
+    try {
+      const std::string prompt = engine.apply_chat_template(messages, template_options);
+      messages.push_back(ChatMessage{"assistant", reply(engine, prompt, params), ""});
+    } catch (const Error& e) {  // this message is dropped; the conversation goes on without it
+      messages.pop_back();
+      std::fprintf(stderr, "jetengine chat: error: %s (/reset starts a new conversation)\n", e.what());
+    }
   }
   return 0;
 }

@@ -36,6 +36,15 @@ def test_chat_replies_match_generate_with_the_chat_template():
     assert chat.stdout.splitlines() == alone.stdout.splitlines() == ["300"]
 
 
+def test_chat_survives_a_message_the_engine_rejects():
+    # max_model_len 64 cannot hold this message's prompt: an error, then the next one is answered.
+    result = run("chat", "--temperature", "0", "--max-model-len", "64",
+                 stdin="What is " + " + ".join(["1"] * 40) + "?\nWhat is 4821 + 937?\n")
+    assert result.returncode == 0, result.stderr
+    assert "error" in result.stderr and "max_model_len" in result.stderr
+    assert result.stdout.splitlines() == ["5758"]
+
+
 def test_chat_rejects_a_folder_without_a_chat_template():
     result = subprocess.run([str(binary()), "chat", "--model", str(REPO / "models" / "qwen3-tokenizer"),
                              "--device", "cpu"], input="hi\n", capture_output=True, text=True, timeout=120)
