@@ -132,8 +132,8 @@ int cmd_bench(const Args& raw) {
     const auto ops = op_seconds_since(engine, ops_before);
     double op_total = 0;
     for (const auto& [op, s] : ops) op_total += s;
-    std::printf(" %11.1f%%\n       op time %.3f s of %.3f s wall:", 100.0 * (ops.count("matmul") ? ops.at("matmul") : 0.0) / secs,
-                op_total, secs);
+    const double gemm = ops.count("matmul") ? ops.at("matmul") : 0.0;
+    std::printf(" %11.1f%%\n       op time %.3f s of %.3f s wall:", 100.0 * gemm / secs, op_total, secs);
     for (const auto& [op, s] : ops) std::printf(" %s %.1f%%", op.c_str(), 100.0 * s / secs);
     std::printf("\n");
   }

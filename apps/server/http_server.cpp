@@ -204,8 +204,9 @@ void HttpServer::Impl::generate(Endpoint endpoint, const httplib::Request& req, 
   }
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
-      "text/event-stream", [this, reply, endpoint, id, created, texts = std::move(texts), done = done,
-                            include_usage = parsed.include_usage, first = true](size_t, httplib::DataSink& sink) mutable {
+      "text/event-stream",
+      [this, reply, endpoint, id, created, texts = std::move(texts), done = done, include_usage = parsed.include_usage,
+       first = true](size_t, httplib::DataSink& sink) mutable {
         for (const std::string& text : texts) {
           if (!send_event(sink, dump(stream_chunk(endpoint, id, created, options.model_name, text, "", first)))) {
             reply->abandon();  // the client left: the engine stops decoding for it

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/tensor.h"
+#include "core/host_device.h"
 
 namespace jet {
 
@@ -31,6 +32,13 @@ struct BatchLayout {
   std::vector<int32_t> cached_lens;  // [num_seqs]
   std::vector<int32_t> page_table;   // [num_seqs, max_pages], row-major, -1 for unused entries
 };
+
+// The cache slot (page * page_size + offset in the page) holding `position` of sequence `seq`,
+// through a page table [sequences, max_pages]: the one rule every K/V store and load follows.
+JET_HOST_DEVICE inline int64_t paged_slot(const int32_t* page_table, int max_pages, int page_size, int seq,
+                                          int64_t position) {
+  return int64_t{page_table[int64_t{seq} * max_pages + position / page_size]} * page_size + position % page_size;
+}
 
 // The same, as tensors in backend memory (filled by Backend::upload_batch).
 struct ForwardBatch {

@@ -1,7 +1,7 @@
 // The argument checks of the ops that both backends validate alike (rmsnorm, add_rmsnorm,
-// qk_norm_rope, attention's paged batch, moe), with the backend's activation dtype as the one difference: one place for
-// the rules and the messages. Each throws jet::Error naming the op and the tensor, and returns
-// the sizes it validated.
+// qk_norm_rope, attention's cache and paged batch, moe), with the backend's activation dtype as
+// the one difference: one place for the rules and the messages. Each throws jet::Error naming
+// the op and the tensor, and returns the sizes it validated.
 #pragma once
 
 #include <cstdint>

@@ -1,24 +1,15 @@
 """`jetengine chat` and `jetengine bench` as processes, with the demo model on the CPU: chat
-answers line by line as generate --chat does, /reset starts over and /exit stops; bench prints one row per batch size with the tokens it was asked for, and
-rejects bad flags. The binary is build/apps/cli/jetengine, or $JET_BIN."""
-import os
+answers line by line as generate --chat does, /reset starts over and /exit stops; bench prints
+one row per batch size with the tokens it was asked for, and rejects bad flags."""
 import re
-import subprocess
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from jet_test_utils import REPO, run_cli
+
 MODEL = REPO / "models" / "sdar-tiny-arith"
 
 
-def binary():
-    path = Path(os.environ.get("JET_BIN", REPO / "build" / "apps" / "cli" / "jetengine"))
-    assert path.exists(), f"{path} not built (set JET_BIN to use another build)"
-    return path
-
-
 def run(verb, *flags, stdin=""):
-    return subprocess.run([str(binary()), verb, "--model", str(MODEL), "--device", "cpu", "--kv-cache-mb", "64",
-                           *flags], input=stdin, capture_output=True, text=True, timeout=300)
+    return run_cli([verb, "--model", MODEL, "--device", "cpu", "--kv-cache-mb", "64", *flags], stdin=stdin)
 
 
 def test_chat_answers_each_line_and_resets():
@@ -46,8 +37,7 @@ def test_chat_survives_a_message_the_engine_rejects():
 
 
 def test_chat_rejects_a_folder_without_a_chat_template():
-    result = subprocess.run([str(binary()), "chat", "--model", str(REPO / "models" / "qwen3-tokenizer"),
-                             "--device", "cpu"], input="hi\n", capture_output=True, text=True, timeout=120)
+    result = run_cli(["chat", "--model", REPO / "models" / "qwen3-tokenizer", "--device", "cpu"], stdin="hi\n")
     assert result.returncode == 1
     assert "error" in result.stderr
 

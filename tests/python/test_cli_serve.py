@@ -1,31 +1,24 @@
 """`jetengine serve` as a process: it prints the port it picked (--port 0), answers an OpenAI chat
 request with the demo model on the CPU, and Ctrl-C (SIGINT) stops it with exit code 0.
-The binary is build/apps/cli/jetengine, or $JET_BIN; skipped when it was built without the server."""
+Skipped when the binary (jet_test_utils.CLI) was built without the server."""
 import json
-import os
 import re
 import signal
 import subprocess
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from jet_test_utils import CLI, REPO
+
 MODEL = REPO / "models" / "sdar-tiny-arith"
 
 
-def binary():
-    path = Path(os.environ.get("JET_BIN", REPO / "build" / "apps" / "cli" / "jetengine"))
-    assert path.exists(), f"{path} not built (set JET_BIN to use another build)"
-    return path
-
-
 def test_serve_answers_and_stops_on_sigint():
-    if b"serve" not in subprocess.run([str(binary()), "--help"], capture_output=True, timeout=60).stdout:
+    if b"serve" not in subprocess.run([str(CLI), "--help"], capture_output=True, timeout=60).stdout:
         pytest.skip("built without the HTTP server")
-    proc = subprocess.Popen([str(binary()), "serve", "--model", str(MODEL), "--device", "cpu", "--port", "0",
+    proc = subprocess.Popen([str(CLI), "serve", "--model", str(MODEL), "--device", "cpu", "--port", "0",
                              "--kv-cache-mb", "64"], stderr=subprocess.PIPE, text=True)
     try:
         port = None

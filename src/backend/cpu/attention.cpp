@@ -40,10 +40,7 @@ struct AttentionView {
 
   int64_t qkv_width() const { return int64_t{nh + 2 * nkv} * hd; }
   // Offset of the cache row holding (sequence s, position p); a row is nkv * hd floats.
-  int64_t cache_row(int s, int64_t p) const {
-    const int64_t page = page_table[s * int64_t{max_pages} + p / page_size];
-    return (page * page_size + p % page_size) * nkv * hd;
-  }
+  int64_t cache_row(int s, int64_t p) const { return paged_slot(page_table, max_pages, page_size, s, p) * nkv * hd; }
   // Keys visible to a query at position p of a sequence with key_count keys.
   int64_t key_limit(int64_t p, int64_t key_count) const {
     return mask_block > 0 ? std::min(key_count, (p / mask_block + 1) * mask_block) : key_count;

@@ -65,8 +65,7 @@ void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k
   std::vector<int64_t> slot(T);
   for (int s = 0; s < layout.num_seqs; ++s) {
     for (int32_t t = layout.seq_starts[s]; t < layout.seq_starts[s + 1]; ++t) {
-      const int32_t p = layout.positions[t];
-      slot[t] = int64_t{layout.page_table[s * int64_t{layout.max_pages} + p / page_size]} * page_size + p % page_size;
+      slot[t] = paged_slot(layout.page_table.data(), layout.max_pages, page_size, s, layout.positions[t]);
     }
   }
 

@@ -1,6 +1,7 @@
 // Paged attention on the GPU: every query row attends its sequence's keys in the paged bf16 cache,
-// the batch's own included (qk_norm_rope stored them), block-causal or bidirectional, GQA, with bf16 tensor-core
-// MMAs (mma.sync m16n8k16, fp32 accumulate) and an online softmax whose statistics stay in fp32.
+// the batch's own included (qk_norm_rope stored them), block-causal or bidirectional, GQA, with
+// bf16 tensor-core MMAs (mma.sync m16n8k16, fp32 accumulate) and an online softmax whose
+// statistics stay in fp32.
 //
 // Tiling. One CTA of 4 warps owns (sequence s, kv head, a tile of query rows, a split of the key
 // range). A query row is a (new token, q head of the kv head's group) pair, so the nh / nkv heads
@@ -68,8 +69,7 @@ __device__ __forceinline__ int visible_keys(int position, int key_count, int mas
 }
 
 __device__ __forceinline__ int64_t cache_row(const Params& p, int seq, int position) {
-  const int64_t page = p.page_table[int64_t{seq} * p.max_pages + position / p.page_size];
-  return page * p.page_size + position % p.page_size;
+  return paged_slot(p.page_table, p.max_pages, p.page_size, seq, position);
 }
 
 __device__ __forceinline__ float fast_exp2(float x) {

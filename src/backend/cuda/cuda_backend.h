@@ -44,7 +44,7 @@ class CudaBackend final : public Backend {
                     float rope_theta, int nh, int nkv, int hd, Tensor& k_cache, Tensor& v_cache,
                     int page_size) override;
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, int page_size,
-                 const ForwardBatch& batch, int nh, int nkv, int hd, Tensor& out) override;                            // attention.cu
+                 const ForwardBatch& batch, int nh, int nkv, int hd, Tensor& out) override;  // attention.cu
   void swiglu(const Tensor& gate_up, Tensor& out) override;                                // elementwise.cu
   void moe(const Tensor& x, const MoeWeights& w, Tensor& out) override;                    // moe.cu
   void gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) override;  // elementwise.cu

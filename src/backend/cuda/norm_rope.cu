@@ -147,8 +147,7 @@ __global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k
   const bool is_q = h < nh, is_v = h >= nh + nkv;
   bf16* dst = qkv + t * width + int64_t{h} * hd;
   if (!is_q) {
-    const int64_t page = cache.page_table[seq * int64_t{cache.max_pages} + position / cache.page_size];
-    const int64_t slot = page * cache.page_size + position % cache.page_size;
+    const int64_t slot = paged_slot(cache.page_table, cache.max_pages, cache.page_size, seq, position);
     dst = (is_v ? cache.v_cache : cache.k_cache) + (slot * nkv + (h - nh) % nkv) * hd;
   }
   const bf16* norm = is_q ? q_norm : is_v ? nullptr : k_norm;
@@ -213,7 +212,9 @@ void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& 
   if (T == 0) return;
   const BatchLayout& layout = batch.host;
   int max_new = 0;
-  for (int s = 0; s < layout.num_seqs; ++s) max_new = std::max(max_new, layout.seq_starts[s + 1] - layout.seq_starts[s]);
+  for (int s = 0; s < layout.num_seqs; ++s) {
+    max_new = std::max(max_new, layout.seq_starts[s + 1] - layout.seq_starts[s]);
+  }
   JET_CHECK(max_new <= 65535, "qk_norm_rope: ", max_new, " new tokens in one sequence exceed the grid's limit");
 
   RopeFrequencies freqs{};
