@@ -9,9 +9,10 @@ BUILD = Path(os.environ.get("JET_BUILD_DIR", REPO / "build"))
 CLI = Path(os.environ.get("JET_BIN", BUILD / "apps" / "cli" / "jetengine"))
 
 
-def run_cli(args, stdin=None, env=None):
-    """Runs `jetengine ARGS`; returns the CompletedProcess (text mode), whatever the exit code."""
-    return subprocess.run([str(CLI), *map(str, args)], input=stdin, capture_output=True, text=True,
+def run_cli(args, stdin=None, env=None, text=True):
+    """Runs `jetengine ARGS`; returns the CompletedProcess, whatever the exit code. text=False
+    passes stdin and stdout as bytes, for tests that feed or check raw bytes."""
+    return subprocess.run([str(CLI), *map(str, args)], input=stdin, capture_output=True, text=text,
                           env=env, timeout=600)
 
 

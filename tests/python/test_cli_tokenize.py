@@ -1,14 +1,11 @@
 """`jetengine tokenize` / `detokenize` with the Qwen3 tokenizer: round trips, the --jsonl modes
-against HuggingFace's ids (tests/data/tokenizer), and bad input (exit code 1, message on stderr).
-The binary is build/apps/cli/jetengine, or $JET_BIN."""
+against HuggingFace's ids (tests/data/tokenizer), and bad input (exit code 1, message on stderr)."""
 import json
-import os
-import subprocess
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from jet_test_utils import REPO, run_cli
+
 MODEL = REPO / "models" / "qwen3-tokenizer"
 CASES = REPO / "tests" / "data" / "tokenizer" / "qwen3_tokenizer_cases.jsonl"
 
@@ -23,16 +20,9 @@ ROUND_TRIP_TEXTS = [
 ]
 
 
-def binary():
-    path = Path(os.environ.get("JET_BIN", REPO / "build" / "apps" / "cli" / "jetengine"))
-    assert path.exists(), f"{path} not built (set JET_BIN to use another build)"
-    return path
-
-
 def run(verb, *flags, stdin=b""):
     """Runs a verb with the Qwen3 tokenizer; stdin and stdout are bytes."""
-    return subprocess.run([str(binary()), verb, "--model", str(MODEL), *flags], input=stdin,
-                          capture_output=True, timeout=120)
+    return run_cli([verb, "--model", MODEL, *flags], stdin=stdin, text=False)
 
 
 def tokenize(text, *flags):
@@ -88,7 +78,7 @@ def test_jsonl_last_line_without_newline():
 
 def test_help():
     for verb in ("tokenize", "detokenize"):
-        result = subprocess.run([str(binary()), verb, "--help"], capture_output=True, timeout=60)
+        result = run_cli([verb, "--help"], text=False)
         assert result.returncode == 0
         assert b"usage: jetengine " + verb.encode() in result.stdout
 
@@ -108,7 +98,6 @@ def test_bad_input(verb, flags, stdin, message):
 
 
 def test_bad_model_dir(tmp_path):
-    result = subprocess.run([str(binary()), "tokenize", "--model", str(tmp_path)], input=b"x",
-                            capture_output=True, timeout=60)
+    result = run_cli(["tokenize", "--model", tmp_path], stdin=b"x", text=False)
     assert result.returncode == 1
     assert "tokenizer.json" in result.stderr.decode()
