@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/json_object.h"
 
 namespace jet::server {
 
@@ -12,111 +13,81 @@ namespace {
 
 using nlohmann::json;
 
-// The field `key` of `body` when present and not null.
-const json* field(const json& body, const char* key) {
-  auto it = body.find(key);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
-
-double number_field(const json& body, const char* key, double fallback) {
-  const json* v = field(body, key);
-  if (!v) return fallback;
-  JET_CHECK(v->is_number(), "field '", key, "' must be a number, got ", v->dump());
-  return v->get<double>();
-}
-
-int64_t integer_field(const json& body, const char* key, int64_t fallback) {
-  const json* v = field(body, key);
-  if (!v) return fallback;
-  JET_CHECK(v->is_number_integer(), "field '", key, "' must be an integer, got ", v->dump());
-  return v->get<int64_t>();
-}
-
-bool bool_field(const json& body, const char* key, bool fallback) {
-  const json* v = field(body, key);
-  if (!v) return fallback;
-  JET_CHECK(v->is_boolean(), "field '", key, "' must be true or false, got ", v->dump());
-  return v->get<bool>();
-}
-
-std::vector<int32_t> token_ids(const json& v, const char* key) {
+// The token ids under `key`: a list of integers in [0, INT32_MAX].
+std::vector<int32_t> token_ids(const JsonObject& body, const std::string& key) {
   std::vector<int32_t> ids;
-  for (const json& id : v) {
-    JET_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() <= INT32_MAX, "field '", key,
-              "' must hold token ids (non-negative integers), got ", id.dump());
-    ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  for (const int64_t id : body.get_int_list(key, {})) {
+    JET_CHECK(id >= 0 && id <= INT32_MAX, body.source(), ": key '", key,
+              "' must hold token ids (non-negative integers), got ", id);
+    ids.push_back(static_cast<int32_t>(id));
   }
   return ids;
 }
 
-SamplingParams read_sampling(const json& body, Endpoint endpoint, SamplingParams p) {
-  p.max_tokens = static_cast<int>(integer_field(body, "max_tokens", p.max_tokens));
+SamplingParams read_sampling(const JsonObject& body, Endpoint endpoint, SamplingParams p) {
+  p.max_tokens = static_cast<int>(body.get_int("max_tokens", p.max_tokens));
   if (endpoint == Endpoint::ChatCompletions) {
-    p.max_tokens = static_cast<int>(integer_field(body, "max_completion_tokens", p.max_tokens));
+    p.max_tokens = static_cast<int>(body.get_int("max_completion_tokens", p.max_tokens));
   }
-  p.temperature = number_field(body, "temperature", p.temperature);
-  p.top_p = number_field(body, "top_p", p.top_p);
-  p.top_k = static_cast<int>(integer_field(body, "top_k", p.top_k));
-  p.repetition_penalty = number_field(body, "repetition_penalty", p.repetition_penalty);
-  p.ignore_eos = bool_field(body, "ignore_eos", p.ignore_eos);
-  p.denoising_steps = static_cast<int>(integer_field(body, "denoising_steps", p.denoising_steps));
-  p.dynamic_threshold = number_field(body, "dynamic_threshold", p.dynamic_threshold);
-  p.dynamic_factor = number_field(body, "dynamic_factor", p.dynamic_factor);
-  p.eb_threshold = number_field(body, "eb_threshold", p.eb_threshold);
-  if (const json* v = field(body, "remasking_strategy")) {
-    JET_CHECK(v->is_string(), "field 'remasking_strategy' must be a string, got ", v->dump());
-    p.remasking_strategy = v->get<std::string>();
+  p.temperature = body.get_number("temperature", p.temperature);
+  p.top_p = body.get_number("top_p", p.top_p);
+  p.top_k = static_cast<int>(body.get_int("top_k", p.top_k));
+  p.repetition_penalty = body.get_number("repetition_penalty", p.repetition_penalty);
+  p.ignore_eos = body.get_bool("ignore_eos", p.ignore_eos);
+  p.denoising_steps = static_cast<int>(body.get_int("denoising_steps", p.denoising_steps));
+  p.dynamic_threshold = body.get_number("dynamic_threshold", p.dynamic_threshold);
+  p.dynamic_factor = body.get_number("dynamic_factor", p.dynamic_factor);
+  p.eb_threshold = body.get_number("eb_threshold", p.eb_threshold);
+  p.remasking_strategy = body.get_string("remasking_strategy", p.remasking_strategy);
+  if (body.has("seed")) {
+    const int64_t seed = body.get_int("seed");
+    JET_CHECK(seed >= 0, body.source(), ": key 'seed' must be a non-negative integer, got ", seed);
+    p.seed = static_cast<uint64_t>(seed);
   }
-  if (const json* v = field(body, "seed")) {
-    JET_CHECK(v->is_number_integer() && v->get<int64_t>() >= 0, "field 'seed' must be a non-negative integer, got ",
-              v->dump());
-    p.seed = v->get<uint64_t>();
-  }
-  if (const json* v = field(body, "stop_token_ids")) {
-    JET_CHECK(v->is_array(), "field 'stop_token_ids' must be an array of token ids, got ", v->dump());
-    p.stop_token_ids = token_ids(*v, "stop_token_ids");
-  }
-  JET_CHECK(integer_field(body, "n", 1) == 1, "field 'n': one choice per request is supported");
-  if (const json* v = field(body, "stop")) {
-    JET_CHECK((v->is_array() && v->empty()) || (v->is_string() && v->get<std::string>().empty()),
-              "field 'stop': stop strings are not supported; give stop_token_ids instead");
+  if (body.has("stop_token_ids")) p.stop_token_ids = token_ids(body, "stop_token_ids");
+  JET_CHECK(body.get_int("n", 1) == 1, body.source(), ": key 'n': one choice per request is supported");
+  if (body.has("stop")) {
+    const json& stop = body.json().at("stop");
+    JET_CHECK((stop.is_array() && stop.empty()) || (stop.is_string() && stop.get<std::string>().empty()), body.source(),
+              ": key 'stop': stop strings are not supported; give stop_token_ids instead");
   }
   return p;
 }
 
-Prompt read_prompt(const json& body) {
-  const json* v = field(body, "prompt");
-  JET_CHECK(v, "field 'prompt' is missing");
-  if (v->is_string()) return v->get<std::string>();
-  JET_CHECK(v->is_array(), "field 'prompt' must be a string or an array of token ids, got ", v->dump());
-  if (v->size() == 1 && (*v)[0].is_string()) return (*v)[0].get<std::string>();
-  JET_CHECK(v->empty() || !(*v)[0].is_string(), "field 'prompt': one prompt per request is supported");
-  return token_ids(*v, "prompt");
+Prompt read_prompt(const JsonObject& body) {
+  JET_CHECK(body.has("prompt"), body.source(), ": key 'prompt' is missing");
+  const json& v = body.json().at("prompt");
+  if (v.is_string()) return v.get<std::string>();
+  if (!v.is_array()) body.wrong_type("prompt", "a string or an array of token ids");
+  if (v.size() == 1 && v[0].is_string()) return v[0].get<std::string>();
+  JET_CHECK(v.empty() || !v[0].is_string(), body.source(), ": key 'prompt': one prompt per request is supported");
+  return token_ids(body, "prompt");
 }
 
 // A message's content: a string, or the text parts of a list of parts.
-std::string message_content(const json& message) {
-  const json* content = field(message, "content");
-  if (!content) return "";
-  if (content->is_string()) return content->get<std::string>();
-  JET_CHECK(content->is_array(), "a message's 'content' must be a string or a list of parts, got ", content->dump());
+std::string message_content(const JsonObject& message) {
+  if (!message.has("content")) return "";
+  const json& content = message.json().at("content");
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) message.wrong_type("content", "a string or a list of parts");
   std::string text;
-  for (const json& part : *content) {
+  for (const json& part : content) {
     JET_CHECK(part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string(),
-              "a message's content parts must be {\"type\": \"text\", \"text\": ...}, got ", part.dump());
+              message.source(), ": content parts must be {\"type\": \"text\", \"text\": ...}, got ",
+              json_excerpt(part));
     text += part["text"].get<std::string>();
   }
   return text;
 }
 
-Prompt read_messages(const json& body, const Engine& engine) {
-  const json* v = field(body, "messages");
-  JET_CHECK(v && v->is_array() && !v->empty(), "field 'messages' must be a non-empty array of messages");
+Prompt read_messages(const JsonObject& body, const Engine& engine) {
+  JET_CHECK(body.has("messages"), body.source(), ": key 'messages' is missing");
+  const json& list = body.json().at("messages");
+  if (!list.is_array() || list.empty()) body.wrong_type("messages", "a non-empty array of messages");
   std::vector<ChatMessage> messages;
-  for (const json& m : *v) {
-    JET_CHECK(m.is_object() && m.contains("role") && m["role"].is_string(),
-              "every message needs a string 'role', got ", m.dump());
-    messages.push_back(ChatMessage{m["role"].get<std::string>(), message_content(m), ""});
+  for (size_t i = 0; i < list.size(); ++i) {
+    const JsonObject message(list[i], str(body.source(), "'s messages[", i, "]"));
+    messages.push_back(ChatMessage{message.get_string("role"), message_content(message), ""});
   }
   return engine.apply_chat_template(messages);
 }
@@ -134,19 +105,15 @@ json finish(const std::string& finish_reason) { return finish_reason.empty() ? j
 
 ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const Engine& engine,
                             const SamplingParams& defaults) {
-  json request;
-  try {
-    request = json::parse(body);
-  } catch (const json::exception& e) {
-    throw Error(str("the request body is not valid JSON: ", e.what()));
-  }
-  JET_CHECK(request.is_object(), "the request body must be a JSON object");
+  const JsonObject request(parse_json(body, "the request body"), "the request body");
   ParsedRequest parsed;
   parsed.params = read_sampling(request, endpoint, defaults);
-  parsed.stream = bool_field(request, "stream", false);
-  if (const json* options = field(request, "stream_options")) {
-    JET_CHECK(options->is_object(), "field 'stream_options' must be an object, got ", options->dump());
-    parsed.include_usage = bool_field(*options, "include_usage", false);
+  parsed.stream = request.get_bool("stream", false);
+  if (request.has("stream_options")) {
+    const json& value = request.json().at("stream_options");
+    if (!value.is_object()) request.wrong_type("stream_options", "an object");
+    const JsonObject options(value, "the request body's stream_options");
+    parsed.include_usage = options.get_bool("include_usage", false);
   }
   parsed.prompt = endpoint == Endpoint::Completions ? read_prompt(request) : read_messages(request, engine);
   return parsed;

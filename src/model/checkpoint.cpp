@@ -7,7 +7,7 @@
 #include <set>
 
 #include "core/error.h"
-#include "model/json_object.h"
+#include "core/json_object.h"
 
 namespace jet {
 namespace fs = std::filesystem;

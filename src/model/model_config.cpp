@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "model/json_object.h"
+#include "core/json_object.h"
 
 namespace jet {
 namespace fs = std::filesystem;

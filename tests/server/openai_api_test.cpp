@@ -105,6 +105,18 @@ TEST(OpenAiApi, WhatTheEngineDoesNotDoIsAnErrorNamingTheField) {
             std::string::npos);
 }
 
+TEST(OpenAiApi, ErrorsNameTheRequestBodyAndTheKey) {
+  // The messages of core/json_object.h: source, key, expected and actual type, the value.
+  EXPECT_EQ(error_of(Endpoint::Completions, R"({"prompt": "a", "temperature": "hot"})"),
+            "the request body: key 'temperature' must be a number, got string \"hot\"");
+  EXPECT_EQ(error_of(Endpoint::Completions, R"({"prompt": "a", "seed": -1})"),
+            "the request body: key 'seed' must be a non-negative integer, got -1");
+  EXPECT_EQ(error_of(Endpoint::ChatCompletions, R"({"messages": [{"role": "user"}, {"content": "x"}]})"),
+            "the request body's messages[1]: missing required key 'role'");
+  EXPECT_EQ(error_of(Endpoint::ChatCompletions, R"({"messages": [{"role": "user", "content": 5}]})"),
+            "the request body's messages[0]: key 'content' must be a string or a list of parts, got integer 5");
+}
+
 TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
   jet::GenerationOutput out;
   out.completion_text = "42";

@@ -1,5 +1,5 @@
-// JsonObject: typed, error-naming access to the keys of a checkpoint's JSON files.
-#include "model/json_object.h"
+// JsonObject: typed, error-naming access to the keys of a JSON object (checkpoint files, request bodies).
+#include "core/json_object.h"
 
 #include <limits>
 
@@ -95,6 +95,10 @@ bool JsonObject::get_bool(const std::string& key, bool fallback) const {
   const Json& value = json_.at(key);
   if (!value.is_boolean()) wrong_type(key, "a boolean");
   return value.get<bool>();
+}
+
+std::string JsonObject::get_string(const std::string& key, std::string fallback) const {
+  return has(key) ? get_string(key) : fallback;
 }
 
 std::vector<int64_t> JsonObject::get_int_list(const std::string& key, std::vector<int64_t> fallback) const {

@@ -1,5 +1,7 @@
-// Typed reads from the JSON files of a checkpoint (config.json, generation_config.json, the shard
-// index): every error names the file, the key, the expected and the actual JSON type.
+// Typed reads of the keys of a JSON object, for a checkpoint's JSON files (config.json, the shard
+// index, ...) and the server's request bodies: every error names the source (a file, "the request
+// body"), the key, the expected and the actual JSON type. (tokenizer/json_fields.h reads the nested
+// components of tokenizer.json, naming each by its path instead.)
 #pragma once
 
 #include <cstdint>
@@ -21,8 +23,9 @@ std::string json_excerpt(const Json& value, size_t max_chars = 60);
 // Parses `text`; a syntax error becomes a jet::Error naming `source`.
 Json parse_json(std::string_view text, const std::string& source);
 
-// A JSON object and the file it came from. A key holding null counts as absent, as it does for
-// HuggingFace configs ("n_kv_heads": null means "use the default").
+// A JSON object and where it came from (a file's path, "the request body"). A key holding null
+// counts as absent, as it does for HuggingFace configs ("n_kv_heads": null means "use the default")
+// and OpenAI requests.
 class JsonObject {
  public:
   JsonObject(Json object, std::string source);  // throws unless `object` is a JSON object
@@ -41,13 +44,16 @@ class JsonObject {
   int64_t get_int(const std::string& key, int64_t fallback) const;
   double get_number(const std::string& key, double fallback) const;
   bool get_bool(const std::string& key, bool fallback) const;
+  std::string get_string(const std::string& key, std::string fallback) const;
   std::vector<int64_t> get_int_list(const std::string& key, std::vector<int64_t> fallback) const;
   // An integer or a list of integers (HF writes eos_token_id either way).
   std::vector<int64_t> get_int_or_int_list(const std::string& key, std::vector<int64_t> fallback) const;
 
+  // Throws "<source>: key '<key>' must be <expected>, got <type> <value>", for a caller's own checks.
+  [[noreturn]] void wrong_type(const std::string& key, std::string_view expected) const;
+
  private:
   const Json& require(const std::string& key) const;
-  [[noreturn]] void wrong_type(const std::string& key, std::string_view expected) const;
   int64_t to_int(const std::string& key, const Json& value) const;
 
   Json json_;
