@@ -200,13 +200,6 @@ class Backend {
                          const ForwardBatch& batch, int nh, int nkv, int hd, Tensor& out) = 0;
   // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]
   virtual void swiglu(const Tensor& gate_up, Tensor& out) = 0;
-  // The MLP's first half, out[T, I] = swiglu(x · w_gate_upᵀ) with w_gate_up [2I, K]. gate_up
-  // [T, 2I] is scratch for the product where a backend does not fuse the two (this default);
-  // its contents afterwards are unspecified.
-  virtual void gate_up_swiglu(const Tensor& x, const Tensor& w_gate_up, Tensor& gate_up, Tensor& out) {
-    matmul(x, w_gate_up, gate_up);
-    swiglu(gate_up, out);
-  }
   // out[T, H] = Σ_top-k routing weight * expert(x); router softmax in fp32 over all experts.
   virtual void moe(const Tensor& x, const MoeWeights& w, Tensor& out) = 0;
 

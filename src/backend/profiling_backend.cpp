@@ -48,9 +48,6 @@ class ProfilingBackend final : public Backend {
   void swiglu(const Tensor& gate_up, Tensor& out) override {
     timed("swiglu", [&] { inner_->swiglu(gate_up, out); });
   }
-  void gate_up_swiglu(const Tensor& x, const Tensor& w_gate_up, Tensor& gate_up, Tensor& out) override {
-    timed("gate_up_swiglu", [&] { inner_->gate_up_swiglu(x, w_gate_up, gate_up, out); });
-  }
   void moe(const Tensor& x, const MoeWeights& w, Tensor& out) override {
     timed("moe", [&] { inner_->moe(x, w, out); });
   }

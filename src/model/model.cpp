@@ -12,8 +12,7 @@ Tensor Model::scratch(int slot, DType dtype, std::initializer_list<int64_t> dims
 
 void Model::forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, Tensor* logits,
                     const Tensor* logit_rows) {
-  JET_CHECK(has_weights(),
-            "the model's weights were freed (offload_parameters / free_all_resources); "
+  JET_CHECK(has_weights(), "the model's weights were freed (offload_parameters / free_all_resources); "
             "load them again (load_weights / reload_from_path) before generating");
   const ModelConfig& c = config_;
   const int64_t T = batch.host.num_tokens;
@@ -37,8 +36,8 @@ void Model::forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, T
       backend_.add_rmsnorm(resid, delta, w.attn_norm, eps, normed);
     }
     backend_.matmul(normed, w.qkv, qkv);
-    backend_.qk_norm_rope(qkv, w.q_norm, w.k_norm, eps, batch, static_cast<float>(c.rope_theta), c.heads, c.kv_heads,
-                          c.head_dim, kv.k[l], kv.v[l], kv.page_size);
+    backend_.qk_norm_rope(qkv, w.q_norm, w.k_norm, eps, batch, static_cast<float>(c.rope_theta), c.heads,
+                          c.kv_heads, c.head_dim, kv.k[l], kv.v[l], kv.page_size);
     backend_.attention(qkv, kv.k[l], kv.v[l], kv.page_size, batch, c.heads, c.kv_heads, c.head_dim, attn);
     backend_.matmul(attn, w.o, delta);
     backend_.add_rmsnorm(resid, delta, w.mlp_norm, eps, normed);
@@ -48,7 +47,8 @@ void Model::forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, T
       const int64_t inter = w.down.dim(1);
       Tensor gate_up = scratch(5, act, {T, 2 * inter});
       Tensor hidden = scratch(6, act, {T, inter});
-      backend_.gate_up_swiglu(normed, w.gate_up, gate_up, hidden);
+      backend_.matmul(normed, w.gate_up, gate_up);
+      backend_.swiglu(gate_up, hidden);
       backend_.matmul(hidden, w.down, delta);
     }
   }

@@ -4,8 +4,6 @@
 // back to back with CUDA events over 36 layers at several row counts M. Fails when the op is
 // more than 5% slower than the floor. Also prints what the fastest of the heuristic's top
 // algorithms would give (timed one by one), i.e. what per-shape autotuning could still win.
-// The gate_up_swiglu op, which runs our Hopper GEMM from kHopperGemmMinRows rows (hopper_gemm.h),
-// must agree with cuBLASLt's gate_up product plus the swiglu op, and be no more than 5% slower.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -15,7 +13,6 @@
 #include <iterator>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/hopper_gemm.h"
 #include "gpu_test_util.h"
 
 using namespace jet;
@@ -126,14 +123,6 @@ void fill_random(Backend& be, const Tensor& t, const std::vector<uint16_t>& patt
   }
 }
 
-std::vector<float> bf16_values(Backend& be, const Tensor& t) {
-  std::vector<uint16_t> bits(static_cast<size_t>(t.numel()));
-  be.download(bits.data(), t.data, t.nbytes());
-  std::vector<float> values(bits.size());
-  for (size_t i = 0; i < bits.size(); ++i) values[i] = bf16_to_f32(bits[i]);
-  return values;
-}
-
 struct Timing {
   double op_ms, floor_ms, tuned_ms;
 };
@@ -221,40 +210,6 @@ int main() {
       double flop = 0.0;
       for (const Shape& s : kLayerShapes) flop += 2.0 * M * s.n * s.k * kLayers;
       report_timing(report, "36 SDAR-4B layers, M = " + std::to_string(M), t, flop);
-    }
-
-    if (cuda::hopper_gemm_available()) {
-      for (int64_t M : {cuda::kHopperGemmMinRows, 2 * cuda::kHopperGemmMinRows}) {
-        const int64_t inter = kLayerShapes[2].n / 2;
-        Tensor in = x.rows(0, M);
-        in.shape[1] = kHidden;
-        Tensor gate_up = be.alloc_tensor(owner, DType::BF16, {M, 2 * inter});
-        Tensor fused = be.alloc_tensor(owner, DType::BF16, {M, inter});
-        Tensor unfused = be.alloc_tensor(owner, DType::BF16, {M, inter});
-        be.gate_up_swiglu(in, weights[0][2], gate_up, fused);
-        be.matmul(in, weights[0][2], gate_up);
-        be.swiglu(gate_up, unfused);
-        const std::string name = "gate_up_swiglu, M = " + std::to_string(M);
-        expect_close(report, name + " agrees with matmul + swiglu", bf16_values(be, fused), bf16_values(be, unfused),
-                     1e-2);
-        const auto [fused_ms, pair_ms] = fastest_ms(
-            stream,
-            [&] {
-              for (int l = 0; l < kLayers; ++l) be.gate_up_swiglu(in, weights[l % kWeightSets][2], gate_up, fused);
-            },
-            [&] {
-              for (int l = 0; l < kLayers; ++l) {
-                be.matmul(in, weights[l % kWeightSets][2], gate_up);
-                be.swiglu(gate_up, unfused);
-              }
-            });
-        char detail[160];
-        std::snprintf(detail, sizeof detail, "x 36: fused %.3f ms, matmul + swiglu %.3f ms, fused/pair %.3f", fused_ms,
-                      pair_ms, fused_ms / pair_ms);
-        report.check(fused_ms <= kMaxOverhead * pair_ms, name, detail);
-      }
-    } else {
-      std::printf("INFO the Hopper GEMM is not available here (needs sm_90a code and a 9.0 device)\n");
     }
 
     // The LM head: fp32 logits for 4 rows (batch 1's first step) and 384 (batch 128 with 3 masked

@@ -1,5 +1,5 @@
 // Every CUDA op of the core families against the CPU backend on random odd shapes: matmul (bf16
-// and f32 output, unaligned operands), rmsnorm, add_rmsnorm, qk_norm_rope, swiglu, gate_up_swiglu, embedding,
+// and f32 output, unaligned operands), rmsnorm, add_rmsnorm, qk_norm_rope, swiglu, embedding,
 // gather_block_tokens and moe; plus the argument checks and the device-side guards (bad ids and
 // slots never read out of bounds). Run from anywhere; exits non-zero on any failure.
 #include <algorithm>
@@ -169,28 +169,6 @@ void test_swiglu_embedding(Report& report, Twins& tw, std::mt19937& rng) {
       expect_close(report, name, tw.cuda_values(out.cuda), tw.cpu_values(out.cpu), kRtol);
     });
   }
-  // The MLP's first half. From 1,024 rows with 256-row weight tiles it runs the Hopper GEMM with
-  // the SwiGLU epilogue (hopper_gemm.h): whole tiles, a partial row tile (1,100, 1,025), K that
-  // leaves a partial 64-wide step (200, 8), a last partial wave whose tiles are split along K
-  // (1,100 x 2,048: 144 tiles on 132 multiprocessors); below 1,024 rows, matmul + swiglu.
-  for (auto [T, I, K] : {std::tuple{1024, 128, 64}, std::tuple{1100, 256, 200}, std::tuple{1025, 128, 8},
-                         std::tuple{1100, 2048, 1024}, std::tuple{1000, 384, 2560}, std::tuple{100, 37, 97}}) {
-    const std::string name = shape_name("gate_up_swiglu T,I,K", {T, I, K});
-    report.run(name, [&, T = T, I = I, K = K] {
-      Twin x = tw.floats({T, K}, random_bf16(rng, size_t(T) * K));
-      Twin w = tw.floats({2 * I, K}, random_bf16(rng, size_t(2 * I) * K, -0.2f, 0.2f));
-      Twin gate_up = tw.poisoned({T, 2 * I});
-      Twin out = tw.poisoned({T, I});
-      tw.cpu().gate_up_swiglu(x.cpu, w.cpu, gate_up.cpu, out.cpu);
-      tw.cuda().gate_up_swiglu(x.cuda, w.cuda, gate_up.cuda, out.cuda);
-      expect_close(report, name, tw.cuda_values(out.cuda), tw.cpu_values(out.cpu), kRtol);
-    });
-  }
-  report.run("gate_up_swiglu argument checks", [&] {
-    Twin x = tw.poisoned({3, 8}), w = tw.poisoned({5, 8}), gate_up = tw.poisoned({3, 6}), out = tw.poisoned({3, 2});
-    expect_error(report, "gate_up_swiglu rejects an odd gate_up width",
-                 [&] { tw.cuda().gate_up_swiglu(x.cuda, w.cuda, gate_up.cuda, out.cuda); });
-  });
   report.run("embedding", [&] {
     const int V = 101, H = 67, T = 13;
     Twin table = tw.floats({V, H}, random_bf16(rng, size_t(V) * H));

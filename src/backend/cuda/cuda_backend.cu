@@ -1,13 +1,13 @@
 // CudaBackend's life cycle (device, stream, cuBLASLt handle, GEMM workspace and split counters,
 // made once), device memory and host<->device copies, the default KV-cache budget, the CUDA
 // error checks, the JET_PDL switch (kernel_util.cuh), and the factory functions registry.cpp calls.
+#include "backend/cuda/cuda_backend.h"
+
 #include <cstdlib>
 #include <string>
 
-#include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_factory.h"
 #include "backend/cuda/gemm_plans.h"
-#include "backend/cuda/hopper_gemm.h"
 #include "backend/cuda/kernel_util.cuh"
 
 namespace jet {
@@ -78,7 +78,6 @@ CudaBackend::CudaBackend(int device) : device_(device) {
     num_split_counters_ = kSplitCounters;
     JET_CUDA_CHECK(cudaMemset(split_counters_, 0, kSplitCounters * sizeof(int)));
     gemm_plans_ = std::make_unique<GemmPlans>(lt_, workspace_, workspace_bytes_);
-    hopper_gemm_available();  // its probe waits for the device: run it now, outside any graph capture
   } catch (...) {
     release(stream_, lt_, workspace_);
     throw;

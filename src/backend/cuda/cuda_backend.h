@@ -12,7 +12,6 @@
 #include <string>
 
 #include "backend/backend.h"
-#include "backend/cuda/gemm_scratch.h"
 
 namespace jet::cuda {
 
@@ -37,30 +36,25 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   size_t default_kv_budget_bytes(double memory_utilization) const override;
 
-  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;     // elementwise.cu
-  void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;              // gemm.cu
-  void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;  // norm_rope.cu
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;            // elementwise.cu
+  void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;                     // gemm.cu
+  void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;         // norm_rope.cu
   void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const ForwardBatch& batch,
                     float rope_theta, int nh, int nkv, int hd, Tensor& k_cache, Tensor& v_cache,
                     int page_size) override;
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, int page_size,
                  const ForwardBatch& batch, int nh, int nkv, int hd, Tensor& out) override;  // attention.cu
-  void swiglu(const Tensor& gate_up, Tensor& out) override;                                  // elementwise.cu
-  void gate_up_swiglu(const Tensor& x, const Tensor& w_gate_up, Tensor& gate_up, Tensor& out) override;  // gemm.cu
-  void moe(const Tensor& x, const MoeWeights& w, Tensor& out) override;                                  // moe.cu
+  void swiglu(const Tensor& gate_up, Tensor& out) override;                                // elementwise.cu
+  void moe(const Tensor& x, const MoeWeights& w, Tensor& out) override;                    // moe.cu
   void gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) override;  // elementwise.cu
   void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) override;  // decode.cu
-  void run_recorded(const std::string& key, const std::function<void()>& work) override;                // graphs.cu
+  void run_recorded(const std::string& key, const std::function<void()>& work) override;           // graphs.cu
 
   cudaStream_t stream() const { return stream_; }
   cublasLtHandle_t lt() const { return lt_; }
   void* gemm_workspace() const { return workspace_; }
   size_t gemm_workspace_bytes() const { return workspace_bytes_; }
-  // The workspace and the split counters, as our GEMM kernels take them.
-  GemmScratch gemm_scratch() const {
-    return GemmScratch{static_cast<float*>(workspace_), workspace_bytes_, split_counters_, num_split_counters_};
-  }
 
  private:
   int device_ = 0;

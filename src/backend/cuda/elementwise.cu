@@ -44,7 +44,8 @@ __global__ void swiglu_kernel(const bf16* gate_up, int64_t T, int64_t inter, bf1
     BfPack<N> result;
 #pragma unroll
     for (int j = 0; j < N; ++j) {
-      result.v[j] = __float2bfloat16(swiglu_value(__bfloat162float(gate.v[j]), __bfloat162float(up.v[j])));
+      const float g = __bfloat162float(gate.v[j]);
+      result.v[j] = __float2bfloat16(g / (1.0f + expf(-g)) * __bfloat162float(up.v[j]));
     }
     store_pack<N>(out + t * inter + i, result);
   }

@@ -1,12 +1,10 @@
 // The matmul op: out[M, N] = x[M, K] · w[N, K]ᵀ, bf16 operands, fp32 accumulation, bf16 or fp32
 // output (the LM head writes fp32 logits). Up to 8 rows it runs our weight-streaming kernel
 // (skinny_gemm.h), else cuBLASLt through the plan cache (gemm_plans.h) that makes each shape's
-// descriptors and algorithm once. The gate_up_swiglu op runs our Hopper GEMM with the SwiGLU in
-// its epilogue (hopper_gemm.h) where it fits, else the matmul op and the swiglu op.
+// descriptors and algorithm once.
 #include <cstdint>
 
 #include "backend/cuda/gemm_plans.h"
-#include "backend/cuda/hopper_gemm.h"
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/cuda/skinny_gemm.h"
 
@@ -113,7 +111,11 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
     JET_CUDA_CHECK(cudaMemsetAsync(out.data, 0, out.nbytes(), stream_));
     return;
   }
-  if (skinny_gemm_fits(x, w)) return skinny_gemm(x, w, out, gemm_scratch(), stream_);
+  if (skinny_gemm_fits(x, w)) {
+    const SkinnyGemmScratch scratch{static_cast<float*>(workspace_), workspace_bytes_, split_counters_,
+                                    num_split_counters_};
+    return skinny_gemm(x, w, out, scratch, stream_);
+  }
   GemmProblem problem;
   problem.m = M;
   problem.n = N;
@@ -123,17 +125,6 @@ void CudaBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   problem.align_w = operand_alignment(w.data);
   problem.align_out = operand_alignment(out.data);
   gemm_plans_->run(problem, x.data, w.data, out.data, stream_);
-}
-
-void CudaBackend::gate_up_swiglu(const Tensor& x, const Tensor& w_gate_up, Tensor& gate_up, Tensor& out) {
-  check_tensor(x, "gate_up_swiglu", "x", DType::BF16, {-1, -1});
-  check_tensor(w_gate_up, "gate_up_swiglu", "w_gate_up", DType::BF16, {-1, x.dim(1)});
-  JET_CHECK(w_gate_up.dim(0) % 2 == 0, "gate_up_swiglu: w_gate_up has ", w_gate_up.dim(0), " rows, an odd number");
-  check_tensor(out, "gate_up_swiglu", "out", DType::BF16, {x.dim(0), w_gate_up.dim(0) / 2});
-  if (x.dim(1) > 0 && hopper_gemm_fits(x, w_gate_up)) {
-    return hopper_gemm_swiglu(x, w_gate_up, out, gemm_scratch(), stream_);
-  }
-  Backend::gate_up_swiglu(x, w_gate_up, gate_up, out);
 }
 
 }  // namespace jet::cuda

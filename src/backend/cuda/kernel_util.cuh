@@ -119,10 +119,6 @@ inline int splits_for_wave_fill(int64_t ctas, int64_t slots, int64_t max_splits)
   return 1;
 }
 
-// The MLP's SwiGLU of one element, silu(gate) * up, in fp32: the swiglu op and the Hopper GEMM's
-// fused epilogue both use it, so the two paths compute the same function.
-__device__ __forceinline__ float swiglu_value(float gate, float up) { return gate / (1.0f + expf(-gate)) * up; }
-
 __device__ __forceinline__ float warp_sum(float v) {
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;

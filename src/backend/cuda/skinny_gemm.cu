@@ -155,7 +155,7 @@ int resident_ctas_per_sm() {
 }
 
 template <typename Out>
-void launch(Params p, const GemmScratch& scratch, cudaStream_t stream) {
+void launch(Params p, const SkinnyGemmScratch& scratch, cudaStream_t stream) {
   const int64_t tiles = (int64_t{p.N} + kCols - 1) / kCols;
   const int chunks = (p.K + kChunk - 1) / kChunk;
   // Split K only while the column tiles alone leave the memory system short of loads in flight
@@ -179,7 +179,7 @@ bool skinny_gemm_fits(const Tensor& x, const Tensor& w) {
   return M >= 1 && M <= kSkinnyGemmMaxRows && K <= INT32_MAX && N <= INT32_MAX && packs_of_8(K, {x.data, w.data});
 }
 
-void skinny_gemm(const Tensor& x, const Tensor& w, Tensor& out, const GemmScratch& scratch,
+void skinny_gemm(const Tensor& x, const Tensor& w, Tensor& out, const SkinnyGemmScratch& scratch,
                  cudaStream_t stream) {
   Params p{};
   p.x = x.ptr<bf16>();
