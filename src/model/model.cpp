@@ -30,6 +30,7 @@ void Model::forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, T
   backend_.embedding(ids, weights_.embed, resid);
   for (size_t l = 0; l < weights_.layers.size(); ++l) {
     const LayerWeights& w = weights_.layers[l];
+    const bool last = l + 1 == weights_.layers.size();
     if (l == 0) {
       backend_.rmsnorm(resid, w.attn_norm, eps, normed);
     } else {
@@ -38,30 +39,43 @@ void Model::forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, T
     backend_.matmul(normed, w.qkv, qkv);
     backend_.qk_norm_rope(qkv, w.q_norm, w.k_norm, eps, batch, static_cast<float>(c.rope_theta), c.heads,
                           c.kv_heads, c.head_dim, kv.k[l], kv.v[l], kv.page_size);
+    // Past the last layer's K/V the cache needs nothing more, and the LM head only the rows whose
+    // logits are asked for: the last layer's attention output, MLP and final norm run on those
+    // rows alone, and a forward without logits (prefill, saving a block) ends here.
+    if (last && !logits) return;
     backend_.attention(qkv, kv.k[l], kv.v[l], kv.page_size, batch, c.heads, c.kv_heads, c.head_dim, attn);
-    backend_.matmul(attn, w.o, delta);
-    backend_.add_rmsnorm(resid, delta, w.mlp_norm, eps, normed);
+    const int64_t rows = last ? logits->dim(0) : T;
+    Tensor attn_rows, resid_rows, delta_rows, normed_rows;
+    if (last && logit_rows) {  // the embedding op is a row gather; here its tables are activations
+      attn_rows = scratch(7, act, {rows, q_width});
+      resid_rows = scratch(8, act, {rows, c.hidden});
+      delta_rows = scratch(9, act, {rows, c.hidden});
+      normed_rows = scratch(10, act, {rows, c.hidden});
+      backend_.embedding(*logit_rows, attn, attn_rows);
+      backend_.embedding(*logit_rows, resid, resid_rows);
+    } else {
+      attn_rows = attn.rows(0, rows);
+      resid_rows = resid.rows(0, rows);
+      delta_rows = delta.rows(0, rows);
+      normed_rows = normed.rows(0, rows);
+    }
+    backend_.matmul(attn_rows, w.o, delta_rows);
+    backend_.add_rmsnorm(resid_rows, delta_rows, w.mlp_norm, eps, normed_rows);
     if (w.is_moe) {
-      backend_.moe(normed, w.moe, delta);
+      backend_.moe(normed_rows, w.moe, delta_rows);
     } else {
       const int64_t inter = w.down.dim(1);
-      Tensor gate_up = scratch(5, act, {T, 2 * inter});
-      Tensor hidden = scratch(6, act, {T, inter});
-      backend_.matmul(normed, w.gate_up, gate_up);
+      Tensor gate_up = scratch(5, act, {rows, 2 * inter});
+      Tensor hidden = scratch(6, act, {rows, inter});
+      backend_.matmul(normed_rows, w.gate_up, gate_up);
       backend_.swiglu(gate_up, hidden);
-      backend_.matmul(hidden, w.down, delta);
+      backend_.matmul(hidden, w.down, delta_rows);
+    }
+    if (last) {
+      backend_.add_rmsnorm(resid_rows, delta_rows, weights_.final_norm, eps, normed_rows);
+      backend_.matmul(normed_rows, weights_.lm_head, *logits);
     }
   }
-  if (!logits) return;
-  backend_.add_rmsnorm(resid, delta, weights_.final_norm, eps, normed);
-  if (!logit_rows) {
-    backend_.matmul(normed.rows(0, logits->dim(0)), weights_.lm_head, *logits);
-    return;
-  }
-  // The embedding op is a row gather; here its table is the normed activations.
-  Tensor picked = scratch(7, act, {logits->dim(0), c.hidden});
-  backend_.embedding(*logit_rows, normed, picked);
-  backend_.matmul(picked, weights_.lm_head, *logits);
 }
 
 }  // namespace jet

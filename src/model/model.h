@@ -60,7 +60,8 @@ class Model {
   // Runs every layer over the batch's tokens `ids` (i32 [T]), writing their K/V into `kv`.
   // When `logits` is given (f32 [R, V]), writes the logits of rows logit_rows[0..R) (i32 [R], in
   // [0, T)) or, without logit_rows, of rows [0, R) (R <= T). A denoise forward asks for its masked
-  // rows only, so the LM head skips the committed positions nobody samples.
+  // rows only, so the LM head, and the last layer past its K/V, skip the committed positions nobody
+  // samples; a forward without logits stops after the last layer's K/V.
   void forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, Tensor* logits,
                const Tensor* logit_rows = nullptr);
 
