@@ -1,6 +1,8 @@
 // The shared argument checks of backend/op_checks.h.
 #include "backend/op_checks.h"
 
+#include <algorithm>
+
 #include "backend/tensor_checks.h"
 #include "core/error.h"
 
@@ -32,7 +34,8 @@ int64_t check_kv_cache_args(const char* op, const Tensor& k_cache, const Tensor&
   return k_cache.dim(0);
 }
 
-void check_paged_batch(const char* op, const ForwardBatch& batch, int64_t T, int page_size, int64_t num_pages) {
+PagedBatchShape check_paged_batch(const char* op, const ForwardBatch& batch, int64_t T, int page_size,
+                                  int64_t num_pages) {
   const BatchLayout& h = batch.host;
   const int S = h.num_seqs;
   JET_CHECK(S >= 0 && S <= 65535 && h.num_tokens == T && h.max_pages >= 0, op, ": batch has ", S,
@@ -48,10 +51,12 @@ void check_paged_batch(const char* op, const ForwardBatch& batch, int64_t T, int
   check_tensor(batch.page_table, op, "page_table", DType::I32, {S, h.max_pages});
   JET_CHECK(h.seq_starts[0] == 0 && h.seq_starts[S] == T, op, ": seq_starts must run from 0 to ", T, " tokens, got ",
             h.seq_starts[0], "..", h.seq_starts[S]);
+  PagedBatchShape shape{.tokens = T};
   for (int s = 0; s < S; ++s) {
     const int32_t begin = h.seq_starts[s], end = h.seq_starts[s + 1];
     JET_CHECK(begin <= end && h.cached_lens[s] >= 0, op, ": sequence ", s, " has seq_starts ", begin, "..", end,
               " and cached_len ", h.cached_lens[s]);
+    shape.longest_new = std::max(shape.longest_new, end - begin);
     const int64_t keys = int64_t{h.cached_lens[s]} + (end - begin);
     JET_CHECK(keys <= int64_t{h.max_pages} * page_size, op, ": sequence ", s, " has ", keys,
               " keys but its page table holds ", h.max_pages, " pages of ", page_size);
@@ -61,15 +66,16 @@ void check_paged_batch(const char* op, const ForwardBatch& batch, int64_t T, int
                 num_pages, " pages");
     }
     for (int32_t t = begin; t < end; ++t) {
-      JET_CHECK(h.positions[t] >= 0 && h.positions[t] < keys, op, ": token ", t, " of sequence ", s,
-                " has position ", h.positions[t], " outside [0, ", keys, ")");
+      JET_CHECK(h.positions[t] >= 0 && h.positions[t] < keys, op, ": token ", t, " of sequence ", s, " has position ",
+                h.positions[t], " outside [0, ", keys, ")");
     }
   }
+  return shape;
 }
 
-int64_t check_qk_norm_rope_args(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
-                                const ForwardBatch& batch, int nh, int nkv, int hd, const Tensor& k_cache,
-                                const Tensor& v_cache, int page_size, DType dtype) {
+PagedBatchShape check_qk_norm_rope_args(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                        const ForwardBatch& batch, int nh, int nkv, int hd, const Tensor& k_cache,
+                                        const Tensor& v_cache, int page_size, DType dtype) {
   JET_CHECK(nh > 0 && nkv > 0 && hd > 0 && hd % 2 == 0, "qk_norm_rope: bad head layout nh=", nh, " nkv=", nkv,
             " hd=", hd, " (head_dim must be even)");
   check_tensor(qkv, "qk_norm_rope", "qkv", dtype, {-1, int64_t{nh + 2 * nkv} * hd});
@@ -77,8 +83,7 @@ int64_t check_qk_norm_rope_args(const Tensor& qkv, const Tensor& q_norm, const T
   if (q_norm.data) check_tensor(q_norm, "qk_norm_rope", "q_norm", dtype, {hd});
   if (k_norm.data) check_tensor(k_norm, "qk_norm_rope", "k_norm", dtype, {hd});
   const int64_t num_pages = check_kv_cache_args("qk_norm_rope", k_cache, v_cache, page_size, nkv, hd, dtype);
-  check_paged_batch("qk_norm_rope", batch, T, page_size, num_pages);
-  return T;
+  return check_paged_batch("qk_norm_rope", batch, T, page_size, num_pages);
 }
 
 MoeShape check_moe_args(const Tensor& x, const MoeWeights& w, const Tensor& out, DType dtype) {

@@ -26,14 +26,22 @@ RowsShape check_add_rmsnorm_args(const Tensor& residual, const Tensor& x, const 
 // the page count.
 int64_t check_kv_cache_args(const char* op, const Tensor& k_cache, const Tensor& v_cache, int page_size, int nkv,
                             int hd, DType dtype);
+// What check_paged_batch validated: the batch's tokens and the new tokens of its longest
+// sequence (which the CUDA launches size their grids by).
+struct PagedBatchShape {
+  int64_t tokens = 0;
+  int longest_new = 0;
+};
+
 // A batch of T tokens over a paged cache of num_pages pages (BatchLayout's rules): the device
 // arrays' shapes, and on the host copy that sequences tile the tokens, every key a sequence has
 // (cached + new) lies in a page of the cache, and every position is one of its keys.
-void check_paged_batch(const char* op, const ForwardBatch& batch, int64_t T, int page_size, int64_t num_pages);
-// Returns the token count. Checks the cache layer and the paged batch too.
-int64_t check_qk_norm_rope_args(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
-                                const ForwardBatch& batch, int nh, int nkv, int hd, const Tensor& k_cache,
-                                const Tensor& v_cache, int page_size, DType dtype);
+PagedBatchShape check_paged_batch(const char* op, const ForwardBatch& batch, int64_t T, int page_size,
+                                  int64_t num_pages);
+// Checks the cache layer and the paged batch too.
+PagedBatchShape check_qk_norm_rope_args(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                        const ForwardBatch& batch, int nh, int nkv, int hd, const Tensor& k_cache,
+                                        const Tensor& v_cache, int page_size, DType dtype);
 MoeShape check_moe_args(const Tensor& x, const MoeWeights& w, const Tensor& out, DType dtype);
 
 }  // namespace jet

@@ -56,8 +56,8 @@ void CpuBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w,
 void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
                               const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd, Tensor& k_cache,
                               Tensor& v_cache, int page_size) {
-  const int64_t T = check_qk_norm_rope_args(qkv, q_norm, k_norm, batch, nh, nkv, hd, k_cache, v_cache, page_size,
-                                            DType::F32);
+  const int64_t T =
+      check_qk_norm_rope_args(qkv, q_norm, k_norm, batch, nh, nkv, hd, k_cache, v_cache, page_size, DType::F32).tokens;
   const int64_t width = int64_t{nh + 2 * nkv} * hd, kv_width = int64_t{nkv} * hd;
   const bool norm_q = q_norm.data != nullptr, norm_k = k_norm.data != nullptr;
   // The cache slot of every token: (sequence, position) through the page table.

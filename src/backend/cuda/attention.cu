@@ -460,26 +460,15 @@ __global__ void combine_splits_kernel(const Params p) {
 
 // --- Host side -------------------------------------------------------------------------------------
 
-// What the launch shape needs from the host copy of the batch, validated on the way.
-struct BatchShape {
-  int max_new = 0;           // new tokens of the longest sequence
-  int64_t row_tiles_16 = 0;  // sum over sequences of ceil(rows / 16), rows = num_new * group
-  int64_t row_tiles_32 = 0;
-  int64_t row_tiles_64 = 0;
-};
-
-// Row tiles and the longest sequence of a batch check_paged_batch has validated.
-BatchShape batch_shape(const BatchLayout& h, int group) {
-  BatchShape shape;
+// Sum over the sequences of a batch check_paged_batch has validated of their row tiles of
+// tile_rows query rows (a sequence has num_new * group rows).
+int64_t count_row_tiles(const BatchLayout& h, int group, int tile_rows) {
+  int64_t tiles = 0;
   for (int s = 0; s < h.num_seqs; ++s) {
-    const int32_t num_new = h.seq_starts[s + 1] - h.seq_starts[s];
-    const int64_t rows = int64_t{num_new} * group;
-    shape.max_new = std::max(shape.max_new, num_new);
-    shape.row_tiles_16 += (rows + 15) / 16;
-    shape.row_tiles_32 += (rows + 31) / 32;
-    shape.row_tiles_64 += (rows + 63) / 64;
+    const int64_t rows = int64_t{h.seq_starts[s + 1] - h.seq_starts[s]} * group;
+    tiles += (rows + tile_rows - 1) / tile_rows;
   }
-  return shape;
+  return tiles;
 }
 
 // What the launch of any configuration needs besides the kernel parameters.
@@ -559,9 +548,8 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   const int64_t num_pages = check_kv_cache_args("attention", k_cache, v_cache, page_size, nkv, hd, DType::BF16);
   JET_CHECK(aligned_16({qkv.data, out.data, k_cache.data, v_cache.data}),
             "attention: qkv, out and the caches must start on 16-byte boundaries (vector loads)");
-  check_paged_batch("attention", batch, T, page_size, num_pages);
+  const PagedBatchShape paged = check_paged_batch("attention", batch, T, page_size, num_pages);
   const int group = nh / nkv;
-  const BatchShape shape = batch_shape(batch.host, group);
   if (T == 0) return;
 
   Params p{};
@@ -586,10 +574,10 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   // Split along the keys when the CTAs alone would leave the GPU idle (the key bound comes from
   // the page-table width so the choice does not depend on device data).
   LaunchShape l;
-  l.max_rows = shape.max_new * group;
+  l.max_rows = paged.longest_new * group;
   l.num_seqs = num_seqs;
   const int row_warps = l.max_rows <= 16 ? 1 : l.max_rows <= 32 ? 2 : 4;
-  l.row_tiles = row_warps == 1 ? shape.row_tiles_16 : row_warps == 2 ? shape.row_tiles_32 : shape.row_tiles_64;
+  l.row_tiles = count_row_tiles(batch.host, group, 16 * row_warps);
   l.key_bound = int64_t{batch.host.max_pages} * page_size;
   // The cuBLASLt workspace is idle between GEMMs on this stream, so the partial results borrow it.
   l.partial_bytes = T * nh * (int64_t{hd} * sizeof(float) + sizeof(float2));

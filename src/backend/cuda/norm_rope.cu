@@ -205,16 +205,13 @@ void CudaBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w
 void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
                                const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd, Tensor& k_cache,
                                Tensor& v_cache, int page_size) {
-  const int64_t T = check_qk_norm_rope_args(qkv, q_norm, k_norm, batch, nh, nkv, hd, k_cache, v_cache, page_size,
-                                            DType::BF16);
+  const PagedBatchShape shape =
+      check_qk_norm_rope_args(qkv, q_norm, k_norm, batch, nh, nkv, hd, k_cache, v_cache, page_size, DType::BF16);
   JET_CHECK(hd / 2 <= kMaxRopeHalf, "qk_norm_rope: head_dim ", hd, " exceeds the CUDA backend's limit of ",
             2 * kMaxRopeHalf);
-  if (T == 0) return;
+  if (shape.tokens == 0) return;
   const BatchLayout& layout = batch.host;
-  int max_new = 0;
-  for (int s = 0; s < layout.num_seqs; ++s) {
-    max_new = std::max(max_new, layout.seq_starts[s + 1] - layout.seq_starts[s]);
-  }
+  const int max_new = shape.longest_new;
   JET_CHECK(max_new <= 65535, "qk_norm_rope: ", max_new, " new tokens in one sequence exceed the grid's limit");
 
   RopeFrequencies freqs{};
