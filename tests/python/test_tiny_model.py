@@ -2,7 +2,6 @@
 out here independently of the generator, from reference/models.md), tokenizer files that agree with
 the config, and `jetengine inspect` accepting every tiny model."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,25 +9,13 @@ from pathlib import Path
 import jinja2
 import numpy as np
 import pytest
+from jet_test_utils import REPO, make_tiny_model, run_cli
 
-REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tools"))
 import safetensors_io  # noqa: E402
 
 GENERATOR = REPO / "tools" / "make_tiny_model.py"
 ARCHS = ("sdar", "sdar_moe", "llada")
-
-
-def make(out, arch, seed=1, *extra):
-    subprocess.run(["/usr/bin/python3", str(GENERATOR), "--arch", arch, "--out", str(out), "--seed", str(seed),
-                    *extra], check=True)
-    return out
-
-
-def jetengine_binary():
-    path = Path(os.environ.get("JET_BIN", REPO / "build" / "apps" / "cli" / "jetengine"))
-    assert path.exists(), f"{path} not built (set JET_BIN to use another build)"
-    return path
 
 
 def header_shapes(model_dir):
@@ -82,11 +69,11 @@ def files_of(model_dir):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_same_seed_gives_identical_files(tmp_path, arch):
-    assert files_of(make(tmp_path / "a", arch, 3)) == files_of(make(tmp_path / "b", arch, 3))
+    assert files_of(make_tiny_model(arch, tmp_path / "a", 3)) == files_of(make_tiny_model(arch, tmp_path / "b", 3))
 
 
 def test_different_seeds_give_different_weights_only(tmp_path):
-    a, b = files_of(make(tmp_path / "a", "sdar", 1)), files_of(make(tmp_path / "b", "sdar", 2))
+    a, b = files_of(make_tiny_model("sdar", tmp_path / "a", 1)), files_of(make_tiny_model("sdar", tmp_path / "b", 2))
     assert a["model.safetensors"] != b["model.safetensors"]
     assert {k: v for k, v in a.items() if k != "model.safetensors"} == {
         k: v for k, v in b.items() if k != "model.safetensors"}
@@ -94,21 +81,22 @@ def test_different_seeds_give_different_weights_only(tmp_path):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_tensor_names_and_shapes(tmp_path, arch):
-    out = make(tmp_path / arch, arch)
+    out = make_tiny_model(arch, tmp_path / arch, 1)
     config = json.loads((out / "config.json").read_text())
     rows = config["vocab_size"]
     assert header_shapes(out) == expected_shapes(arch, rows)
 
 
 def test_custom_dimensions(tmp_path):
-    out = make(tmp_path / "m", "sdar_moe", 1, "--layers", "3", "--hidden", "32", "--heads", "8", "--kv-heads", "4",
-               "--head-dim", "8", "--experts", "4", "--top-k", "1", "--moe-intermediate", "16")
+    out = make_tiny_model("sdar_moe", tmp_path / "m", 1, "--layers", "3", "--hidden", "32", "--heads", "8",
+                          "--kv-heads", "4", "--head-dim", "8", "--experts", "4", "--top-k", "1",
+                          "--moe-intermediate", "16")
     rows = json.loads((out / "config.json").read_text())["vocab_size"]
     assert header_shapes(out) == expected_shapes("sdar_moe", rows, 3, 32, 8, 4, 8, 128, 4, 16)
 
 
 def test_sdar_config_keys_and_special_ids(tmp_path):
-    out = make(tmp_path / "m", "sdar", 1, "--block-size", "8")
+    out = make_tiny_model("sdar", tmp_path / "m", 1, "--block-size", "8")
     config = json.loads((out / "config.json").read_text())
     ids = added_ids(out)
     assert config["model_type"] == "sdar" and config["architectures"] == ["SDARForCausalLM"]
@@ -122,7 +110,7 @@ def test_sdar_config_keys_and_special_ids(tmp_path):
 
 
 def test_llada_config_keys_and_special_ids(tmp_path):
-    out = make(tmp_path / "m", "llada")
+    out = make_tiny_model("llada", tmp_path / "m", 1)
     config = json.loads((out / "config.json").read_text())
     ids = added_ids(out)
     assert config["model_type"] == "llada" and config["architectures"] == ["LLaDAModelLM"]
@@ -136,7 +124,7 @@ def test_llada_config_keys_and_special_ids(tmp_path):
 
 
 def test_qwen3_vocabulary_adds_the_sdar_mask(tmp_path):
-    out = make(tmp_path / "m", "sdar", 1, "--vocab", "qwen3", "--layers", "1")
+    out = make_tiny_model("sdar", tmp_path / "m", 1, "--vocab", "qwen3", "--layers", "1")
     config = json.loads((out / "config.json").read_text())
     assert config["vocab_size"] == 151936 and config["mask_token_id"] == 151669
     tokenizer = json.loads((out / "tokenizer.json").read_text())
@@ -156,14 +144,15 @@ def render_chat(model_dir, text):
 
 
 def test_chat_templates(tmp_path):
-    assert render_chat(make(tmp_path / "s", "sdar"), "Hi") == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
-    assert render_chat(make(tmp_path / "l", "llada"), " Hi ") == (
+    assert render_chat(make_tiny_model("sdar", tmp_path / "s", 1), "Hi") == (
+        "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
+    assert render_chat(make_tiny_model("llada", tmp_path / "l", 1), " Hi ") == (
         "<|startoftext|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
         "<|start_header_id|>assistant<|end_header_id|>\n\n")
 
 
 def test_small_tokenizer_is_byte_level_bpe(tmp_path):
-    tokenizer = json.loads((make(tmp_path / "m", "sdar") / "tokenizer.json").read_text())
+    tokenizer = json.loads((make_tiny_model("sdar", tmp_path / "m", 1) / "tokenizer.json").read_text())
     model = tokenizer["model"]
     assert model["type"] == "BPE" and len(model["merges"]) == 300
     assert sorted(model["vocab"].values()) == list(range(len(model["vocab"])))
@@ -173,7 +162,7 @@ def test_small_tokenizer_is_byte_level_bpe(tmp_path):
 
 
 def test_sharded_checkpoint_index(tmp_path):
-    out = make(tmp_path / "m", "llada", 1, "--shards", "3", "--dtype", "f32")
+    out = make_tiny_model("llada", tmp_path / "m", 1, "--shards", "3", "--dtype", "f32")
     index = json.loads((out / "model.safetensors.index.json").read_text())
     shards = sorted(p.name for p in out.glob("*.safetensors"))
     assert shards == [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
@@ -184,7 +173,7 @@ def test_sharded_checkpoint_index(tmp_path):
 
 
 def test_weight_scales(tmp_path):
-    out = make(tmp_path / "m", "sdar", 1, "--dtype", "f32")
+    out = make_tiny_model("sdar", tmp_path / "m", 1, "--dtype", "f32")
     weights = safetensors_io.read_safetensors(out / "model.safetensors")
     assert abs(weights["model.norm.weight"].mean() - 1.0) < 0.05
     assert abs(weights["model.layers.0.mlp.up_proj.weight"].std() - 1 / np.sqrt(64)) < 0.01
@@ -217,21 +206,22 @@ def test_rejects_inconsistent_arguments(tmp_path):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_inspect_accepts_every_tiny_model(tmp_path, arch):
-    out = make(tmp_path / arch, arch, 1, "--shards", "2")
-    text = subprocess.run([jetengine_binary(), "inspect", "--model", str(out)], capture_output=True, text=True)
+    out = make_tiny_model(arch, tmp_path / arch, 1, "--shards", "2")
+    text = run_cli(["inspect", "--model", out])
     assert text.returncode == 0, text.stderr
     assert "weights: OK" in text.stdout
-    report = json.loads(subprocess.run([jetengine_binary(), "inspect", "--model", str(out), "--json"],
-                                       capture_output=True, text=True, check=True).stdout)
+    listing = run_cli(["inspect", "--model", out, "--json"])
+    assert listing.returncode == 0, listing.stderr
+    report = json.loads(listing.stdout)
     assert report["model_type"] == arch and report["weights_ok"] and report["shards"] == 2
     assert report["parameters"] == sum(int(np.prod(s)) for s in header_shapes(out).values())
 
 
 def test_inspect_reports_a_missing_tensor(tmp_path):
-    out = make(tmp_path / "m", "sdar")
+    out = make_tiny_model("sdar", tmp_path / "m", 1)
     tensors = safetensors_io.read_safetensors(out / "model.safetensors")
     del tensors["model.layers.1.self_attn.k_norm.weight"]
     safetensors_io.write_safetensors(out / "model.safetensors", tensors, "BF16")
-    result = subprocess.run([jetengine_binary(), "inspect", "--model", str(out)], capture_output=True, text=True)
+    result = run_cli(["inspect", "--model", out])
     assert result.returncode == 1
     assert "missing tensor 'model.layers.1.self_attn.k_norm.weight' (expected shape [16])" in result.stdout
