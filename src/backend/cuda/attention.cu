@@ -156,22 +156,27 @@ struct CtaRows {
   __device__ int head(int r) const { return kv_head * group + r % group; }
 };
 
-// Issues the cp.async of keys [key0, key0 + kTileKeys) of (seq, kv head) into k_dst / v_dst. Keys
-// past the sequence's key_count are zero-filled: their scores are masked, but 0 * NaN (what an
-// unwritten cache slot may hold) would still poison P·V.
-// key0 is a multiple of kTileKeys. When pages hold whole tiles (page_size a multiple of 64, as the
-// engine's 256 are) the tile's rows are consecutive in one page: one page-table read per tile
-// instead of one per row, each a dependent load the copies would wait on.
+// The cache row of key key0 (a multiple of kTileKeys, below key_count) when pages hold whole tiles
+// (page_size a multiple of 64, as the engine's 256 are): the tile's rows are then consecutive in
+// one page, so one page-table read serves the tile instead of one per row, each a dependent load
+// the copies would wait on. 0 otherwise (load_kv_tile then reads the table row by row).
+__device__ __forceinline__ int64_t tile_first_row(const Params& p, int seq, int key0) {
+  return p.page_size % kTileKeys == 0 ? cache_row(p, seq, key0) : 0;
+}
+
+// Issues the cp.async of keys [key0, key0 + kTileKeys) of (seq, kv head) into k_dst / v_dst, given
+// tile_first_row(key0). Keys past the sequence's key_count are zero-filled: their scores are
+// masked, but 0 * NaN (what an unwritten cache slot may hold) would still poison P·V.
 template <int HD, int RowWarps>
-__device__ void load_kv_tile(const Params& p, const CtaRows& c, int key0, int key_count, bf16* k_dst, bf16* v_dst) {
+__device__ void load_kv_tile(const Params& p, const CtaRows& c, int key0, int64_t first_row, int key_count, bf16* k_dst,
+                             bf16* v_dst) {
   using Cfg = Config<HD, RowWarps>;
   constexpr int kChunksPerRow = HD / 8;
   const bool whole_tile_pages = p.page_size % kTileKeys == 0;
-  const int64_t tile_row0 = whole_tile_pages ? cache_row(p, c.seq, key0) : 0;  // key0 < key_count: a real page
   for (int i = threadIdx.x; i < kTileKeys * kChunksPerRow; i += kThreads) {
     const int row = i / kChunksPerRow, col = (i % kChunksPerRow) * 8, key = key0 + row;
     const bool valid = key < key_count;
-    const int64_t slot = whole_tile_pages ? tile_row0 + row : (valid ? cache_row(p, c.seq, key) : 0);
+    const int64_t slot = whole_tile_pages ? first_row + row : (valid ? cache_row(p, c.seq, key) : 0);
     const int64_t src = valid ? (slot * p.nkv + c.kv_head) * HD + col : 0;
     cp_async_16(k_dst + row * Cfg::kLd + col, p.k_cache + src, valid);
     cp_async_16(v_dst + row * Cfg::kLd + col, p.v_cache + src, valid);
@@ -287,7 +292,6 @@ __device__ void attend_tile(const Params& p, const uint32_t (&q_frag)[HD / 16][4
 // cache rows ([page, slot, kv head, dim] layout) rather than one piece of many rows.
 template <int HD, int RowWarps>
 __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
-  await_previous_kernel();
   using Cfg = Config<HD, RowWarps>;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* stages = reinterpret_cast<bf16*>(smem);
@@ -297,6 +301,9 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
   float* warp_sum = reinterpret_cast<float*>(smem + Cfg::kSumOffset);
   float* merge = reinterpret_cast<float*>(smem);  // reuses the stages after the key loop
 
+  // Everything up to the first load of q or of the cache reads the batch layout only, which the
+  // host uploaded before the forward began (kernel_util.cuh): it runs before the wait for the
+  // previous kernel (qk_norm_rope, which stores the new keys), in the shadow of its tail.
   const int seq = blockIdx.z;
   const int seq_begin = p.seq_starts[seq], num_new = p.seq_starts[seq + 1] - seq_begin;
   const int group = p.nh / p.nkv;
@@ -309,16 +316,6 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
                   .row0 = static_cast<int>(blockIdx.y) * Cfg::kBlockRows};
   if (c.row0 >= c.num_rows) return;  // this sequence has fewer rows than the longest one
   const int key_count = p.cached_lens[seq] + num_new;
-
-  auto k_stage = [&](int stage) { return stages + stage * 2 * kTileKeys * Cfg::kLd; };
-  auto v_stage = [&](int stage) { return k_stage(stage) + kTileKeys * Cfg::kLd; };
-  // Q, and for the first split its first K/V tile (split 0 always starts at key 0 and has work),
-  // need no mask: start them before the masks are known, one memory round trip earlier, which is
-  // most of a CTA's time when the prefix is short.
-  load_q_tile<HD, RowWarps>(p, c, q_tile);
-  if (c.split == 0) load_kv_tile<HD, RowWarps>(p, c, 0, key_count, k_stage(0), v_stage(0));
-  cp_async_commit();
-
   // Visible keys of each row (0 for padding rows), and the CTA's key range: its rows' largest.
   for (int r = threadIdx.x; r < Cfg::kBlockRows; r += kThreads) {
     row_limit[r] =
@@ -331,10 +328,16 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
   const int tiles_per_split = (num_tiles + p.num_splits - 1) / p.num_splits;
   const int tile_begin = min(num_tiles, c.split * tiles_per_split);
   const int tile_count = min(num_tiles, tile_begin + tiles_per_split) - tile_begin;  // 0 for some splits
-  if (c.split != 0 && tile_count > 0) {
-    load_kv_tile<HD, RowWarps>(p, c, tile_begin * kTileKeys, key_count, k_stage(0), v_stage(0));
-    cp_async_commit();
+  const int64_t first_row = tile_count > 0 ? tile_first_row(p, seq, tile_begin * kTileKeys) : 0;
+  await_previous_kernel();
+
+  auto k_stage = [&](int stage) { return stages + stage * 2 * kTileKeys * Cfg::kLd; };
+  auto v_stage = [&](int stage) { return k_stage(stage) + kTileKeys * Cfg::kLd; };
+  load_q_tile<HD, RowWarps>(p, c, q_tile);
+  if (tile_count > 0) {
+    load_kv_tile<HD, RowWarps>(p, c, tile_begin * kTileKeys, first_row, key_count, k_stage(0), v_stage(0));
   }
+  cp_async_commit();
   cp_async_wait<0>();
   __syncthreads();
 
@@ -354,8 +357,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
   WarpState<HD> st;
   for (int i = 0; i < tile_count; ++i) {
     if (i + 1 < tile_count) {
-      const int next = (i + 1) % kStages;
-      load_kv_tile<HD, RowWarps>(p, c, (tile_begin + i + 1) * kTileKeys, key_count, k_stage(next), v_stage(next));
+      const int next = (i + 1) % kStages, key0 = (tile_begin + i + 1) * kTileKeys;
+      load_kv_tile<HD, RowWarps>(p, c, key0, tile_first_row(p, seq, key0), key_count, k_stage(next), v_stage(next));
     }
     cp_async_commit();
     cp_async_wait<1>();  // tile i has landed; tile i + 1 may still be in flight

@@ -15,6 +15,9 @@ namespace {
 
 constexpr int kNormThreads = 256;  // rows read one element at a time
 constexpr int kRopeWarps = 8;
+// Rotation pairs each lane of qk_norm_rope holds in registers: heads of up to 128 hold 2 per lane,
+// so a warp takes 8 heads at once (64 per block); heads of 512 hold 8, a warp takes 2.
+constexpr int kRopeSlots = 16;
 // Rotary frequencies travel as a kernel parameter (computed on the host exactly as the CPU op
 // does, so both backends rotate by bit-identical angles); this bounds head_dim at 512.
 constexpr int kMaxRopeHalf = 256;
@@ -102,79 +105,90 @@ struct CacheSlots {
   int max_pages, page_size;
 };
 
-// Block (x, y, z) = heads [x * warps, (x + 1) * warps) of new token y of sequence z: one warp
-// per head (q, k, then v heads), so even a few tokens spread over many blocks; sequences with
-// fewer new tokens than the longest leave their spare blocks idle. A lane owns P consecutive
-// rotation pairs (i, i + hd/2), i = P * lane + 64 * k, read once into registers as P-element
+// Block (x, y, z) = heads [x * kHeadsPerBlock, (x + 1) * kHeadsPerBlock) of new token y of
+// sequence z (q, k, then v heads): for SDAR's 48 heads of 128, one block per token. Warp w takes
+// heads w, w + kRopeWarps, ... and loads all of them before using the first: one thread per head
+// element left the kernel three waves of short latency chains (12 us at 512 tokens, 2026-12-01
+// run 14); a few heads per warp fit one wave with every load in flight. A lane owns P consecutive
+// rotation pairs (i, i + hd/2), i = P * lane + 32 * P * k, read once into registers as P-element
 // accesses (P = 2 when hd/2 is even) and used for both the norm and the rotation. q is written
 // back in place; k and v go to the token's cache slot, so no separate kernel copies them there.
-// The token's rotation angles are the same for every head: computed once per block into shared
-// memory, while the heads' loads (which do not wait on the position) are in flight.
-template <int P>
+// What depends only on the batch layout (the token, its position, its rotation angles, its cache
+// slot) is done before waiting for the previous kernel: the layout was uploaded before the
+// forward began, so it overlaps the previous kernel's tail.
+template <int P, int kPairs>  // kPairs: rotation pairs a lane holds per head, at most
 __global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k_norm, CacheSlots cache, float eps,
                                     int nh, int nkv, int hd, RopeFrequencies freqs) {
-  await_previous_kernel();
-  constexpr int kMaxPerLane = kMaxRopeHalf / 32;  // pairs a lane holds at head_dim 512
+  constexpr int kHeadsPerWarp = kRopeSlots / kPairs;
   __shared__ float sin_of[kMaxRopeHalf], cos_of[kMaxRopeHalf];
   const int seq = blockIdx.z;
   const int64_t t = int64_t{cache.seq_starts[seq]} + blockIdx.y;
   if (t >= cache.seq_starts[seq + 1]) return;  // the whole block: the sequence has fewer new tokens
-  const int lane = threadIdx.x % 32, half = hd / 2;
-  const int64_t width = int64_t{nh + 2 * nkv} * hd;
-  const int h = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  const bool has_head = h < nh + 2 * nkv;  // the last block's spare warps only help with the angles
-  const bf16* head = qkv + t * width + int64_t{has_head ? h : 0} * hd;
-  float x1[kMaxPerLane], x2[kMaxPerLane];
-  float sum_squares = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kMaxPerLane / P; ++k) {
-    const int i = P * lane + 32 * P * k;
-    if (!has_head || i >= half) break;
-    const BfPack<P> a = load_pack<P>(head + i), b = load_pack<P>(head + i + half);
-#pragma unroll
-    for (int j = 0; j < P; ++j) {
-      x1[P * k + j] = __bfloat162float(a.v[j]);
-      x2[P * k + j] = __bfloat162float(b.v[j]);
-      sum_squares += x1[P * k + j] * x1[P * k + j] + x2[P * k + j] * x2[P * k + j];
-    }
-  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, half = hd / 2;
   const int position = cache.positions[t];
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     sincosf(static_cast<float>(position) * freqs.inv_freq[i], &sin_of[i], &cos_of[i]);
   }
-  __syncthreads();
-  if (!has_head) return;
-  const bool is_q = h < nh, is_v = h >= nh + nkv;
-  bf16* dst = qkv + t * width + int64_t{h} * hd;
-  if (!is_q) {
-    const int64_t slot = paged_slot(cache.page_table, cache.max_pages, cache.page_size, seq, position);
-    dst = (is_v ? cache.v_cache : cache.k_cache) + (slot * nkv + (h - nh) % nkv) * hd;
-  }
-  const bf16* norm = is_q ? q_norm : is_v ? nullptr : k_norm;
-  const float scale = norm ? 1.0f / sqrtf(warp_sum(sum_squares) / static_cast<float>(hd) + eps) : 1.0f;
+  const int64_t slot = paged_slot(cache.page_table, cache.max_pages, cache.page_size, seq, position);
+  await_previous_kernel();
+
+  const int heads = nh + 2 * nkv;
+  const int64_t width = int64_t{heads} * hd;
+  const int first_head = blockIdx.x * kRopeWarps * kHeadsPerWarp + warp;
+  float x1[kHeadsPerWarp][kPairs], x2[kHeadsPerWarp][kPairs], sum_squares[kHeadsPerWarp] = {};
 #pragma unroll
-  for (int k = 0; k < kMaxPerLane / P; ++k) {
-    const int i = P * lane + 32 * P * k;
-    if (i >= half) break;
-    BfPack<P> a, b;
+  for (int j = 0; j < kHeadsPerWarp; ++j) {
+    const int h = first_head + j * kRopeWarps;
+    if (h >= heads) break;
+    const bf16* head = qkv + t * width + int64_t{h} * hd;
 #pragma unroll
-    for (int j = 0; j < P; ++j) {
-      if (is_v) {  // v is copied as it is (bf16 -> fp32 -> bf16 is exact)
-        a.v[j] = __float2bfloat16(x1[P * k + j]);
-        b.v[j] = __float2bfloat16(x2[P * k + j]);
-        continue;
+    for (int k = 0; k < kPairs / P; ++k) {
+      const int i = P * lane + 32 * P * k;
+      if (i >= half) break;
+      const BfPack<P> a = load_pack<P>(head + i), b = load_pack<P>(head + i + half);
+#pragma unroll
+      for (int e = 0; e < P; ++e) {
+        x1[j][P * k + e] = __bfloat162float(a.v[e]);
+        x2[j][P * k + e] = __bfloat162float(b.v[e]);
+        sum_squares[j] += x1[j][P * k + e] * x1[j][P * k + e] + x2[j][P * k + e] * x2[j][P * k + e];
       }
-      float v1 = x1[P * k + j] * scale, v2 = x2[P * k + j] * scale;
-      if (norm) {
-        v1 *= __bfloat162float(norm[i + j]);
-        v2 *= __bfloat162float(norm[i + j + half]);
-      }
-      const float sin_a = sin_of[i + j], cos_a = cos_of[i + j];
-      a.v[j] = __float2bfloat16(v1 * cos_a - v2 * sin_a);
-      b.v[j] = __float2bfloat16(v2 * cos_a + v1 * sin_a);
     }
-    store_pack<P>(dst + i, a);
-    store_pack<P>(dst + i + half, b);
+  }
+  __syncthreads();  // the angles
+
+#pragma unroll
+  for (int j = 0; j < kHeadsPerWarp; ++j) {
+    const int h = first_head + j * kRopeWarps;
+    if (h >= heads) break;
+    const bool is_q = h < nh, is_v = h >= nh + nkv;
+    bf16* dst = is_q ? qkv + t * width + int64_t{h} * hd
+                     : (is_v ? cache.v_cache : cache.k_cache) + (slot * nkv + (h - nh) % nkv) * hd;
+    const bf16* norm = is_q ? q_norm : is_v ? nullptr : k_norm;
+    const float scale = norm ? 1.0f / sqrtf(warp_sum(sum_squares[j]) / static_cast<float>(hd) + eps) : 1.0f;
+#pragma unroll
+    for (int k = 0; k < kPairs / P; ++k) {
+      const int i = P * lane + 32 * P * k;
+      if (i >= half) break;
+      BfPack<P> a, b;
+#pragma unroll
+      for (int e = 0; e < P; ++e) {
+        if (is_v) {  // v is copied as it is (bf16 -> fp32 -> bf16 is exact)
+          a.v[e] = __float2bfloat16(x1[j][P * k + e]);
+          b.v[e] = __float2bfloat16(x2[j][P * k + e]);
+          continue;
+        }
+        float v1 = x1[j][P * k + e] * scale, v2 = x2[j][P * k + e] * scale;
+        if (norm) {
+          v1 *= __bfloat162float(norm[i + e]);
+          v2 *= __bfloat162float(norm[i + e + half]);
+        }
+        const float sin_a = sin_of[i + e], cos_a = cos_of[i + e];
+        a.v[e] = __float2bfloat16(v1 * cos_a - v2 * sin_a);
+        b.v[e] = __float2bfloat16(v2 * cos_a + v1 * sin_a);
+      }
+      store_pack<P>(dst + i, a);
+      store_pack<P>(dst + i + half, b);
+    }
   }
 }
 
@@ -223,12 +237,15 @@ void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& 
                          batch.page_table.ptr<int32_t>(),
                          layout.max_pages,
                          page_size};
-  const dim3 grid(static_cast<unsigned>((nh + 2 * nkv + kRopeWarps - 1) / kRopeWarps), static_cast<unsigned>(max_new),
-                  static_cast<unsigned>(layout.num_seqs));
   // Pairs of elements per access when both halves of every head start on 4-byte boundaries, in
   // qkv and in the cache rows alike (heads are hd elements apart in both).
   const bool pairs = hd % 4 == 0 && aligned_16({qkv.data, k_cache.data, v_cache.data});
-  auto* kernel = pairs ? qk_norm_rope_kernel<2> : qk_norm_rope_kernel<1>;
+  const bool short_heads = hd <= 128;  // at most 2 rotation pairs per lane
+  auto* kernel = pairs ? (short_heads ? qk_norm_rope_kernel<2, 2> : qk_norm_rope_kernel<2, 8>)
+                       : (short_heads ? qk_norm_rope_kernel<1, 2> : qk_norm_rope_kernel<1, 8>);
+  const int heads_per_block = kRopeWarps * (kRopeSlots / (short_heads ? 2 : 8));
+  const dim3 grid(static_cast<unsigned>((nh + 2 * nkv + heads_per_block - 1) / heads_per_block),
+                  static_cast<unsigned>(max_new), static_cast<unsigned>(layout.num_seqs));
   launch_kernel("qk_norm_rope_kernel", kernel, grid, 32 * kRopeWarps, 0, stream_, qkv.ptr<bf16>(), q_norm.ptr<bf16>(),
                 k_norm.ptr<bf16>(), cache, eps, nh, nkv, hd, freqs);
 }
