@@ -9,7 +9,9 @@
 // Keys stream through shared memory in tiles of 64, gathered row by row through the page table
 // with cp.async into two stages (the next tile loads while the warps compute on the current one;
 // a third stage for denoise rows over long prefixes, with 2 CTAs per multiprocessor instead of 3,
-// measured no faster at 2,048 keys and 3% slower in streaming, 2026-12-01 run 11).
+// measured no faster at 2,048 keys and 3% slower in streaming, 2026-12-01 run 11; one bulk copy
+// per K or V row through the TMA engine, 22% faster on 35 MB of K/V that stay in L2, was 9% slower
+// in the engine, whose K/V come from memory, run 14).
 // The 4 warps divide a tile by rows or by keys, picked from the rows a sequence has:
 //   * prefill (more than 32 rows): each warp owns 16 rows and all 64 keys of every tile;
 //   * denoise (at most 16 rows, e.g. B = 4 tokens x 4 heads): the 4 warps share the 16 rows and
@@ -145,7 +147,9 @@ struct Config {
   static constexpr size_t kLimitsOffset = kQOffset + size_t{kBlockRows} * kLd * sizeof(bf16);
   static constexpr size_t kMaxOffset = kLimitsOffset + kBlockRows * sizeof(int);
   static constexpr size_t kSumOffset = kMaxOffset + kMergeRows * sizeof(float);
-  static constexpr size_t kSmemBytes = kSumOffset + kMergeRows * sizeof(float);
+  static constexpr size_t kRowStatsOffset = kSumOffset + kMergeRows * sizeof(float);  // float2 [kBlockRows]
+  static constexpr size_t kSmemBytes = kRowStatsOffset + kBlockRows * sizeof(float2);
+  static_assert(kRowStatsOffset % 8 == 0);
 };
 
 // Where the CTA's rows are: rows [row0, row0 + kBlockRows) of sequence `seq`'s num_rows rows.
@@ -164,20 +168,29 @@ __device__ __forceinline__ int64_t tile_first_row(const Params& p, int seq, int 
   return p.page_size % kTileKeys == 0 ? cache_row(p, seq, key0) : 0;
 }
 
-// Issues the cp.async of keys [key0, key0 + kTileKeys) of (seq, kv head) into k_dst / v_dst, given
-// tile_first_row(key0). Keys past the sequence's key_count are zero-filled: their scores are
-// masked, but 0 * NaN (what an unwritten cache slot may hold) would still poison P·V.
+// Issues the cp.async of keys [key0, key0 + kTileKeys) of (seq, kv head) into k_dst / v_dst,
+// given tile_first_row(key0). A thread copies the same 16-byte column of every kRowsPerPass-th
+// row, so its addresses step by a constant: the per-chunk index arithmetic this replaced took a
+// fifth of the kernel's issue slots (2026-12-01 run 14, Nsight Compute). Keys past the sequence's
+// key_count are zero-filled: their scores are masked, but 0 * NaN (what an unwritten cache slot
+// may hold) would still poison P·V.
 template <int HD, int RowWarps>
 __device__ void load_kv_tile(const Params& p, const CtaRows& c, int key0, int64_t first_row, int key_count, bf16* k_dst,
                              bf16* v_dst) {
   using Cfg = Config<HD, RowWarps>;
   constexpr int kChunksPerRow = HD / 8;
+  constexpr int kRowsPerPass = kThreads / kChunksPerRow;
+  static_assert(kThreads % kChunksPerRow == 0 && kTileKeys % kRowsPerPass == 0);
+  const int first = threadIdx.x / kChunksPerRow, col = (threadIdx.x % kChunksPerRow) * 8;
+  const int valid_rows = key_count - key0;
   const bool whole_tile_pages = p.page_size % kTileKeys == 0;
-  for (int i = threadIdx.x; i < kTileKeys * kChunksPerRow; i += kThreads) {
-    const int row = i / kChunksPerRow, col = (i % kChunksPerRow) * 8, key = key0 + row;
-    const bool valid = key < key_count;
-    const int64_t slot = whole_tile_pages ? first_row + row : (valid ? cache_row(p, c.seq, key) : 0);
-    const int64_t src = valid ? (slot * p.nkv + c.kv_head) * HD + col : 0;
+  const int64_t row_stride = int64_t{p.nkv} * HD, column = int64_t{c.kv_head} * HD + col;
+#pragma unroll
+  for (int k = 0; k < kTileKeys / kRowsPerPass; ++k) {
+    const int row = first + k * kRowsPerPass;
+    const bool valid = row < valid_rows;
+    const int64_t slot = whole_tile_pages ? first_row + row : (valid ? cache_row(p, c.seq, key0 + row) : 0);
+    const int64_t src = valid ? slot * row_stride + column : 0;
     cp_async_16(k_dst + row * Cfg::kLd + col, p.k_cache + src, valid);
     cp_async_16(v_dst + row * Cfg::kLd + col, p.v_cache + src, valid);
   }
@@ -299,12 +312,15 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
   int* row_limit = reinterpret_cast<int*>(smem + Cfg::kLimitsOffset);
   float* warp_max = reinterpret_cast<float*>(smem + Cfg::kMaxOffset);  // [kKeyWarps][kBlockRows]
   float* warp_sum = reinterpret_cast<float*>(smem + Cfg::kSumOffset);
-  float* merge = reinterpret_cast<float*>(smem);  // reuses the stages after the key loop
+  float2* row_stats = reinterpret_cast<float2*>(smem + Cfg::kRowStatsOffset);  // the CTA's (max, sum) per row
+  float* merge = reinterpret_cast<float*>(smem);                               // reuses the stages after the key loop
 
   // Everything up to the first load of q or of the cache reads the batch layout only, which the
   // host uploaded before the forward began (kernel_util.cuh): it runs before the wait for the
-  // previous kernel (qk_norm_rope, which stores the new keys), in the shadow of its tail.
+  // previous kernel (qk_norm_rope, which stores the new keys), in the shadow of its tail. The
+  // first tile's page is read alongside seq_starts: split 0 starts at key 0 whatever the rows are.
   const int seq = blockIdx.z;
+  const int64_t key0_row = p.max_pages > 0 ? tile_first_row(p, seq, 0) : 0;
   const int seq_begin = p.seq_starts[seq], num_new = p.seq_starts[seq + 1] - seq_begin;
   const int group = p.nh / p.nkv;
   const CtaRows c{.seq = seq,
@@ -328,11 +344,12 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
   const int tiles_per_split = (num_tiles + p.num_splits - 1) / p.num_splits;
   const int tile_begin = min(num_tiles, c.split * tiles_per_split);
   const int tile_count = min(num_tiles, tile_begin + tiles_per_split) - tile_begin;  // 0 for some splits
-  const int64_t first_row = tile_count > 0 ? tile_first_row(p, seq, tile_begin * kTileKeys) : 0;
-  await_previous_kernel();
-
   auto k_stage = [&](int stage) { return stages + stage * 2 * kTileKeys * Cfg::kLd; };
   auto v_stage = [&](int stage) { return k_stage(stage) + kTileKeys * Cfg::kLd; };
+  auto first_row_of = [&](int key0) { return key0 == 0 ? key0_row : tile_first_row(p, seq, key0); };
+  const int64_t first_row = tile_count > 0 ? first_row_of(tile_begin * kTileKeys) : 0;
+  await_previous_kernel();
+
   load_q_tile<HD, RowWarps>(p, c, q_tile);
   if (tile_count > 0) {
     load_kv_tile<HD, RowWarps>(p, c, tile_begin * kTileKeys, first_row, key_count, k_stage(0), v_stage(0));
@@ -358,7 +375,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
   for (int i = 0; i < tile_count; ++i) {
     if (i + 1 < tile_count) {
       const int next = (i + 1) % kStages, key0 = (tile_begin + i + 1) * kTileKeys;
-      load_kv_tile<HD, RowWarps>(p, c, key0, tile_first_row(p, seq, key0), key_count, k_stage(next), v_stage(next));
+      load_kv_tile<HD, RowWarps>(p, c, key0, first_row_of(key0), key_count, k_stage(next), v_stage(next));
     }
     cp_async_commit();
     cp_async_wait<1>();  // tile i has landed; tile i + 1 may still be in flight
@@ -386,19 +403,24 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
     }
   }
   __syncthreads();
-  // The CTA's (max, sum) of a row over its key-splitting warps.
-  auto row_stats = [&](int row) {
-    float m = -INFINITY, l = 0.0f;
+  auto row_max = [&](int row) {
+    float m = -INFINITY;
     for (int w = 0; w < Cfg::kKeyWarps; ++w) m = fmaxf(m, warp_max[w * Cfg::kBlockRows + row]);
+    return m;
+  };
+  if (threadIdx.x < Cfg::kBlockRows) {  // the CTA's (max, sum) of each row, once
+    const int row = threadIdx.x;
+    const float m = row_max(row);
+    float l = 0.0f;
     for (int w = 0; w < Cfg::kKeyWarps; ++w) {
       l += warp_sum[w * Cfg::kBlockRows + row] * fast_exp2(warp_max[w * Cfg::kBlockRows + row] - max_or_zero(m));
     }
-    return make_float2(m, l);
-  };
+    row_stats[row] = make_float2(m, l);
+  }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = warp_rows + lane / 4 + 8 * h;
-    const float rescale = fast_exp2(st.max[h] - max_or_zero(row_stats(row).x));
+    const float rescale = fast_exp2(st.max[h] - max_or_zero(row_max(row)));
     float* dst = merge + (key_warp * Cfg::kBlockRows + row) * Cfg::kMergeLd + 2 * (lane % 4);
 #pragma unroll
     for (int d = 0; d < HD / 8; ++d) {
@@ -413,12 +435,14 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
     const int row = i / kChunksPerRow, col = (i % kChunksPerRow) * 8, r = c.row0 + row;
     if (r >= c.num_rows) continue;
     float acc[8] = {};
-    for (int w = 0; w < Cfg::kKeyWarps; ++w) {
-      const float* src = merge + (w * Cfg::kBlockRows + row) * Cfg::kMergeLd + col;
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] += src[e];
+    for (int w = 0; w < Cfg::kKeyWarps; ++w) {
+      const float4* src = reinterpret_cast<const float4*>(merge + (w * Cfg::kBlockRows + row) * Cfg::kMergeLd + col);
+      const float4 a = src[0], b = src[1];
+      acc[0] += a.x, acc[1] += a.y, acc[2] += a.z, acc[3] += a.w;
+      acc[4] += b.x, acc[5] += b.y, acc[6] += b.z, acc[7] += b.w;
     }
-    const float2 stats = row_stats(row);
+    const float2 stats = row_stats[row];
     const int64_t out_row = int64_t{c.token(r)} * p.nh + c.head(r);
     if (p.num_splits == 1) {
       const float inv_sum = 1.0f / stats.y;
