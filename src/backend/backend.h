@@ -113,9 +113,10 @@ struct StepRow {
 };
 
 // Block state of every slot. A slot holds one running sequence's current block (and its previous
-// one, until that block's K/V is saved). tokens, trajectory, logprobs, entropies, masks_left and
-// saved_tokens lie back to back in `block_region`, so the engine moves the whole block state
-// between host and backend in one copy.
+// one, until that block's K/V is saved). tokens, saved_tokens, trajectory, logprobs, entropies and
+// masks_left lie back to back in `block_region`, so the engine moves the whole block state
+// between host and backend in one copy; tokens and saved_tokens are also one tensor,
+// block_tokens, whose row num_slots + s is slot s's saved block.
 struct DecodeState {
   int num_slots = 0;
   int block_length = 0;
@@ -127,7 +128,8 @@ struct DecodeState {
   Tensor entropies;    // f32 [slots, B]
   Tensor masks_left;   // i32 [slots]
   Tensor saved_tokens; // i32 [slots, B]: the slot's previous block, whose K/V a forward may still write
-  Tensor block_region;  // i32: the six tensors above, as raw words (each part 16-byte aligned)
+  Tensor block_tokens; // i32 [2 * slots, B]: tokens, then saved_tokens
+  Tensor block_region;  // i32: the tensors above, as raw words
   Tensor params;       // SlotParams [slots], stored as bytes
   Tensor seen;         // u32 [slots, seen_words]: ids in prompt ∪ committed completion
   std::vector<Buffer> storage;
@@ -213,8 +215,8 @@ class Backend {
     work();
   }
 
-  // Decode ops. ids[i*B + j] = blocks[slots[i], j]; blocks is i32 [slots, B] (a decode state's
-  // tokens or saved_tokens).
+  // Decode ops. ids[i*B + j] = blocks[slots[i], j]; blocks is i32 [rows, B] (a decode state's
+  // tokens, saved_tokens or block_tokens).
   virtual void gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) = 0;
   // Samples every masked position of each row's block from its logits row (StepRow::logits_row0
   // on), applies the slot's strategy and commits the selected positions (docs/decoding.md §3-4).

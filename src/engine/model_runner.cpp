@@ -112,16 +112,30 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
   ForwardBatch batch;
   BatchLayout& layout = batch.host;
   layout = empty_layout(all);
-  // Denoising blocks first (their rows get logits), then saved blocks: separate entries of the
-  // layout, and every layer stores every entry's K/V (qk_norm_rope) before any query reads the cache.
-  std::vector<int32_t> denoise_slots, save_slots;
+  // The layout's entries and the block each row of ids comes from (block_slots: a row of the
+  // state's block_tokens, num_slots + slot for a saved block). Every layer stores every entry's
+  // K/V (qk_norm_rope) before any query reads the cache. Block-causal models hold a sequence's
+  // saved block and its next block as one entry of 2B tokens: the saved block's queries see
+  // exactly the keys before their block end, as in a forward of their own, and the prefix is
+  // read once for both. Bidirectional ones keep them apart (the saved block must not see the
+  // next one): denoising entries first, then saved ones.
+  const bool merge_saves = model_.config().block_causal;
+  std::vector<int32_t> block_slots;
+  std::vector<int> denoise_row0;  // each denoising sequence's first row of ids
+  std::vector<char> saves_by_slot(state_.num_slots, 0), merged_by_slot(state_.num_slots, 0);
+  for (const Sequence* s : saving) saves_by_slot[s->slot] = 1;
   for (const Sequence* s : denoising) {
-    fill_layout(layout, *s, s->block_start, B);
-    denoise_slots.push_back(s->slot);
+    const bool saves = merge_saves && saves_by_slot[s->slot];
+    merged_by_slot[s->slot] = saves;
+    if (saves) block_slots.push_back(state_.num_slots + s->slot);
+    denoise_row0.push_back(layout.num_tokens + (saves ? B : 0));
+    block_slots.push_back(s->slot);
+    fill_layout(layout, *s, s->block_start - (saves ? B : 0), saves ? 2 * B : B);
   }
   for (const Sequence* s : saving) {
+    if (merged_by_slot[s->slot]) continue;
+    block_slots.push_back(state_.num_slots + s->slot);
     fill_layout(layout, *s, s->block_start - B, B);
-    save_slots.push_back(s->slot);
   }
   const int num_rows = static_cast<int>(denoising.size());
   // Logits only for the still-masked positions (the host copy of the block state is current):
@@ -140,7 +154,7 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
     r.logits_row0 = static_cast<int32_t>(logit_rows.size());
     const int32_t* block = host_part(state_.tokens) + s->slot * B;
     for (int j = 0; j < B; ++j) {
-      if (block[j] == s->request.slot.mask_id) logit_rows.push_back(i * B + j);
+      if (block[j] == s->request.slot.mask_id) logit_rows.push_back(denoise_row0[i] + j);
     }
     rows.push_back(r);
   }
@@ -155,8 +169,7 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
   std::vector<int32_t> row_words(rows.size() * sizeof(StepRow) / 4);
   std::copy_n(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(StepRow),
               reinterpret_cast<char*>(row_words.data()));
-  const std::vector<Tensor> extras =
-      backend_.upload_batch(batch, layout_arena_, {&denoise_slots, &save_slots, &row_words, &logit_rows});
+  const std::vector<Tensor> extras = backend_.upload_batch(batch, layout_arena_, {&block_slots, &row_words, &logit_rows});
   if (host_state_newer_) {
     backend_.upload(state_.block_region.data, host_state_.data(), state_.block_region.nbytes());
     host_state_newer_ = false;
@@ -167,17 +180,15 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
     logits = backend_.grow_view(logits_buffer_, DType::F32, {num_logits, model_.config().vocab});
   }
   auto forward_and_step = [&] {
-    const int64_t denoise_ids = int64_t{num_rows} * B;
-    Tensor ids_denoise = ids.rows(0, denoise_ids), ids_save = ids.rows(denoise_ids, layout.num_tokens);
-    backend_.gather_block_tokens(state_.tokens, extras[0], ids_denoise);
-    backend_.gather_block_tokens(state_.saved_tokens, extras[1], ids_save);
-    model_.forward(batch, ids, kv_, num_rows > 0 ? &logits : nullptr, &extras[3]);
-    if (num_rows > 0) backend_.denoise_step(logits, extras[2], num_rows, state_);
+    backend_.gather_block_tokens(state_.block_tokens, extras[0], ids);
+    model_.forward(batch, ids, kv_, num_rows > 0 ? &logits : nullptr, &extras[2]);
+    if (num_rows > 0) backend_.denoise_step(logits, extras[1], num_rows, state_);
   };
   end_idle_stretch();
   // Everything the work reads sits at addresses fixed by these sizes (the layout arena's
-  // offsets, ids, logits, the model's scratch), and the attention launch depends on no more; the
-  // logits count sets the LM head's shape and the logits view.
+  // offsets, ids, logits, the model's scratch), and the attention launch depends on no more (an
+  // entry holds B or 2B tokens, so the counts fix how many hold 2B); the logits count sets the LM
+  // head's shape and the logits view.
   if (record_forwards_) {
     backend_.run_recorded(
         str(layout.num_seqs, ' ', layout.num_tokens, ' ', layout.max_pages, ' ', num_rows, ' ', num_logits),

@@ -37,8 +37,8 @@ class ModelRunner {
   // One forward: `denoising` sequences' current blocks get a sampling + remasking step, and
   // `saving` sequences' previous blocks (committed, at block_start - B) write their final K/V.
   // A sequence may be in both: its finished block is saved in the same forward as its next
-  // block's first denoising step, which attends it (docs/decoding.md §1). Returns, per
-  // denoising sequence, the masks left in its block.
+  // block's first denoising step, which attends it (docs/decoding.md §1; one entry of 2B tokens
+  // for block-causal models). Returns, per denoising sequence, the masks left in its block.
   std::vector<int32_t> denoise(const std::vector<Sequence*>& denoising, const std::vector<Sequence*>& saving);
   // The records of the block in `slot`, as of the last denoise step.
   BlockRecord read_block(int slot) const;
