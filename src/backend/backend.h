@@ -121,17 +121,17 @@ struct DecodeState {
   int num_slots = 0;
   int block_length = 0;
   int vocab = 0;
-  int seen_words = 0;  // uint32 words per slot of the repetition-penalty token bitmap
-  Tensor tokens;       // i32 [slots, B]: block tokens (mask id where still masked)
-  Tensor trajectory;   // i32 [slots, B]: global step + 1 at which a position was unmasked, 0 if not
-  Tensor logprobs;     // f32 [slots, B]
-  Tensor entropies;    // f32 [slots, B]
-  Tensor masks_left;   // i32 [slots]
-  Tensor saved_tokens; // i32 [slots, B]: the slot's previous block, whose K/V a forward may still write
-  Tensor block_tokens; // i32 [2 * slots, B]: tokens, then saved_tokens
+  int seen_words = 0;   // uint32 words per slot of the repetition-penalty token bitmap
+  Tensor tokens;        // i32 [slots, B]: block tokens (mask id where still masked)
+  Tensor trajectory;    // i32 [slots, B]: global step + 1 at which a position was unmasked, 0 if not
+  Tensor logprobs;      // f32 [slots, B]
+  Tensor entropies;     // f32 [slots, B]
+  Tensor masks_left;    // i32 [slots]
+  Tensor saved_tokens;  // i32 [slots, B]: the slot's previous block, whose K/V a forward may still write
+  Tensor block_tokens;  // i32 [2 * slots, B]: tokens, then saved_tokens
   Tensor block_region;  // i32: the tensors above, as raw words
-  Tensor params;       // SlotParams [slots], stored as bytes
-  Tensor seen;         // u32 [slots, seen_words]: ids in prompt ∪ committed completion
+  Tensor params;        // SlotParams [slots], stored as bytes
+  Tensor seen;          // u32 [slots, seen_words]: ids in prompt ∪ committed completion
   std::vector<Buffer> storage;
 };
 

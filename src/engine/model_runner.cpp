@@ -169,7 +169,8 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
   std::vector<int32_t> row_words(rows.size() * sizeof(StepRow) / 4);
   std::copy_n(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(StepRow),
               reinterpret_cast<char*>(row_words.data()));
-  const std::vector<Tensor> extras = backend_.upload_batch(batch, layout_arena_, {&block_slots, &row_words, &logit_rows});
+  const std::vector<Tensor> extras =
+      backend_.upload_batch(batch, layout_arena_, {&block_slots, &row_words, &logit_rows});
   if (host_state_newer_) {
     backend_.upload(state_.block_region.data, host_state_.data(), state_.block_region.nbytes());
     host_state_newer_ = false;

@@ -105,11 +105,11 @@ struct CacheSlots {
   int max_pages, page_size;
 };
 
-// Block (x, y, z) = heads [x * kHeadsPerBlock, (x + 1) * kHeadsPerBlock) of new token y of
+// Block (x, y, z) = heads [x * H, (x + 1) * H), H = kRopeWarps * kHeadsPerWarp, of new token y of
 // sequence z (q, k, then v heads): for SDAR's 48 heads of 128, one block per token. Warp w takes
-// heads w, w + kRopeWarps, ... and loads all of them before using the first: one thread per head
-// element left the kernel three waves of short latency chains (12 us at 512 tokens, 2026-12-01
-// run 14); a few heads per warp fit one wave with every load in flight. A lane owns P consecutive
+// heads w, w + kRopeWarps, ... and loads all of them before using the first: one warp per head
+// left the kernel three waves of short latency chains (12 us at 512 tokens, 2026-12-01 run 14);
+// a few heads per warp fit one wave with every load in flight. A lane owns P consecutive
 // rotation pairs (i, i + hd/2), i = P * lane + 32 * P * k, read once into registers as P-element
 // accesses (P = 2 when hd/2 is even) and used for both the norm and the rotation. q is written
 // back in place; k and v go to the token's cache slot, so no separate kernel copies them there.
