@@ -11,8 +11,9 @@ Two tracers:
     serialise graphs anyway.
   * cupti: the same command without --enforce-eager, with BUILD_DIR/bench/libjet_kernel_trace.so
     preloaded (bench/kernel_trace.cpp): every kernel's start and end in the real run, CUDA graphs
-    replayed at full speed. Besides the kernel time it reports each forward's wall time on the GPU
-    and the gaps between consecutive kernels, by the components on either side.
+    replayed at full speed. A kernel's time is its exclusive time (from the end of the kernel
+    before it, which a programmatically launched kernel waits for); besides it the report gives
+    each forward's wall time on the GPU and the idle gaps between kernels.
 FLAGS default to --batches 128 --prompt-len 64 --max-tokens 8 where not given; a MODEL_DIR without
 safetensors (bench/run_gpu.sh makes one) runs with --load-format dummy. The kernel stream is cut
 into forwards (a denoise forward starts at its gather_block_tokens kernels, a prefill at the
@@ -202,6 +203,8 @@ def main():
         with open(save, "w", newline="") as f:
             csv.writer(f).writerows([("kernel", "grid", "us", "start_ns", "end_ns", "graph_id"), *kernels])
     forwards = split_forwards(kernels)
+    if tracer == "cupti":  # a kernel's span includes its wait for the one before: count its own time
+        forwards = [[(k[0], k[1], own, *k[3:]) for k, (own, _) in zip(f, exclusive_times(f))] for f in forwards]
     totals, per_forward, denoise = defaultdict(float), [], []
     names = defaultdict(lambda: [0, 0.0])
     for f in forwards:
