@@ -13,7 +13,8 @@ Two tracers:
     preloaded (bench/kernel_trace.cpp): every kernel's start and end in the real run, CUDA graphs
     replayed at full speed. A kernel's time is its exclusive time (from the end of the kernel
     before it, which a programmatically launched kernel waits for); besides it the report gives
-    each forward's wall time on the GPU and the idle gaps between kernels.
+    each forward's wall time on the GPU and the idle gaps between kernels. CUPTI itself idles the
+    GPU for about 1 ms between forwards, so the bench's own tok/s under it is not the engine's.
 FLAGS default to --batches 128 --prompt-len 64 --max-tokens 8 where not given; a MODEL_DIR without
 safetensors (bench/run_gpu.sh makes one) runs with --load-format dummy. The kernel stream is cut
 into forwards (a denoise forward starts at its gather_block_tokens kernels, a prefill at the
