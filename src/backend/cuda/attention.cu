@@ -138,13 +138,16 @@ struct Config {
   static constexpr int kMergeRows = kKeyWarps * kBlockRows;  // always 64
   static_assert(kWarpKeys % 16 == 0);
 
-  // Stages [kStages][K, V][kTileKeys][kLd] bf16; after the key loop the same bytes hold the
+  // Stages [kStages][K, V][kTileKeys][kLd] bf16. The Q tile [kBlockRows][kLd] bf16 is the second
+  // stage until its rows are in registers, before the second K/V tile loads (its own 4.3-17.4 KB
+  // left 32-row CTAs 2 per multiprocessor instead of 3). After the key loop the stages hold the
   // merge buffer [kKeyWarps][kBlockRows][kMergeLd] fp32.
   static constexpr size_t kTileBytes = size_t{kTileKeys} * kLd * sizeof(bf16);
   static constexpr size_t kStagesBytes = size_t{kStages} * 2 * kTileBytes;
   static_assert(size_t{kMergeRows} * kMergeLd * sizeof(float) <= kStagesBytes);
-  static constexpr size_t kQOffset = kStagesBytes;
-  static constexpr size_t kLimitsOffset = kQOffset + size_t{kBlockRows} * kLd * sizeof(bf16);
+  static_assert(kStages >= 2 && size_t{kBlockRows} * kLd * sizeof(bf16) <= 2 * kTileBytes);
+  static constexpr size_t kQOffset = 2 * kTileBytes;
+  static constexpr size_t kLimitsOffset = kStagesBytes;
   static constexpr size_t kMaxOffset = kLimitsOffset + kBlockRows * sizeof(int);
   static constexpr size_t kSumOffset = kMaxOffset + kMergeRows * sizeof(float);
   static constexpr size_t kRowStatsOffset = kSumOffset + kMergeRows * sizeof(float);  // float2 [kBlockRows]
@@ -172,8 +175,9 @@ __device__ __forceinline__ int64_t tile_first_row(const Params& p, int seq, int 
 // given tile_first_row(key0). A thread copies the same 16-byte column of every kRowsPerPass-th
 // row, so its addresses step by a constant: the per-chunk index arithmetic this replaced took a
 // fifth of the kernel's issue slots (2026-12-01 run 14, Nsight Compute). Keys past the sequence's
-// key_count are zero-filled: their scores are masked, but 0 * NaN (what an unwritten cache slot
-// may hold) would still poison P·V.
+// key_count are zero-filled up to the end of the last warp's share (kWarpKeys) that holds a valid
+// key: their scores are masked, but 0 * NaN (what an unwritten cache slot may hold) would still
+// poison P·V. The shares after it are neither loaded nor read (the key loop skips them).
 template <int HD, int RowWarps>
 __device__ void load_kv_tile(const Params& p, const CtaRows& c, int key0, int64_t first_row, int key_count, bf16* k_dst,
                              bf16* v_dst) {
@@ -183,11 +187,13 @@ __device__ void load_kv_tile(const Params& p, const CtaRows& c, int key0, int64_
   static_assert(kThreads % kChunksPerRow == 0 && kTileKeys % kRowsPerPass == 0);
   const int first = threadIdx.x / kChunksPerRow, col = (threadIdx.x % kChunksPerRow) * 8;
   const int valid_rows = key_count - key0;
+  const int rows_read = (valid_rows + Cfg::kWarpKeys - 1) / Cfg::kWarpKeys * Cfg::kWarpKeys;
   const bool whole_tile_pages = p.page_size % kTileKeys == 0;
   const int64_t row_stride = int64_t{p.nkv} * HD, column = int64_t{c.kv_head} * HD + col;
 #pragma unroll
   for (int k = 0; k < kTileKeys / kRowsPerPass; ++k) {
     const int row = first + k * kRowsPerPass;
+    if (row >= rows_read) break;  // rows only grow with k
     const bool valid = row < valid_rows;
     const int64_t slot = whole_tile_pages ? first_row + row : (valid ? cache_row(p, c.seq, key0 + row) : 0);
     const int64_t src = valid ? slot * row_stride + column : 0;
@@ -254,20 +260,26 @@ __device__ void attend_tile(const Params& p, const uint32_t (&q_frag)[HD / 16][4
       tile_max[e / 2] = fmaxf(tile_max[e / 2], s[kb][e]);
     }
   }
-  float base[2];
+  float base[2], rescale[2];
+  bool moved = false;  // whether this lane's output needs rescaling
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
     tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
     const float new_max = fmaxf(st.max[h], tile_max[h]);
     base[h] = max_or_zero(new_max);
-    const float rescale = fast_exp2(st.max[h] - base[h]);  // 0 while the row had no key
+    rescale[h] = fast_exp2(st.max[h] - base[h]);  // 0 while the row had no key
+    // A factor of 1 (the max did not move) changes nothing, nor does any factor on a row with no
+    // key yet, whose output is all zeros.
+    moved = moved || (rescale[h] != 1.0f && st.max[h] != -INFINITY);
     st.max[h] = new_max;
-    st.sum[h] *= rescale;
+    st.sum[h] *= rescale[h];
+  }
+  if (__any_sync(0xffffffffu, moved)) {  // the warp skips HD / 4 multiplies per lane otherwise
 #pragma unroll
     for (int d = 0; d < HD / 8; ++d) {
-      st.out[d][2 * h] *= rescale;
-      st.out[d][2 * h + 1] *= rescale;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st.out[d][e] *= rescale[e / 2];
     }
   }
 
@@ -304,7 +316,7 @@ __device__ void attend_tile(const Params& p, const uint32_t (&q_frag)[HD / 16][4
 // head varies fastest so the CTAs running together read neighbouring 256-byte pieces of the same
 // cache rows ([page, slot, kv head, dim] layout) rather than one piece of many rows.
 template <int HD, int RowWarps>
-__global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
+__global__ void __launch_bounds__(kThreads, 3) attention_kernel(const Params p) {
   using Cfg = Config<HD, RowWarps>;
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* stages = reinterpret_cast<bf16*>(smem);
@@ -370,6 +382,13 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
     ldmatrix_x4(q_frag[kk], q_tile + row * Cfg::kLd + kk * 16 + (lane / 16) * 8);
   }
   const int limit[2] = {row_limit[warp_rows + lane / 4], row_limit[warp_rows + lane / 4 + 8]};
+  // The warp's rows see no key at or past warp_limit: a tile share starting there is skipped
+  // (the last tile of a short prefix is mostly past the keys).
+  int warp_limit = max(limit[0], limit[1]);
+  for (int offset = 16; offset > 0; offset /= 2) {
+    warp_limit = max(warp_limit, __shfl_xor_sync(0xffffffffu, warp_limit, offset));
+  }
+  __syncthreads();  // every warp holds its Q rows: the second stage is free for K/V
 
   WarpState<HD> st;
   for (int i = 0; i < tile_count; ++i) {
@@ -381,7 +400,9 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(const Params p) {
     cp_async_wait<1>();  // tile i has landed; tile i + 1 may still be in flight
     __syncthreads();
     const int first_key = (tile_begin + i) * kTileKeys + warp_keys;
-    attend_tile<HD, RowWarps>(p, q_frag, k_stage(i % kStages), v_stage(i % kStages), first_key, warp_keys, limit, st);
+    if (first_key < warp_limit) {
+      attend_tile<HD, RowWarps>(p, q_frag, k_stage(i % kStages), v_stage(i % kStages), first_key, warp_keys, limit, st);
+    }
     __syncthreads();  // every warp is done with this stage before the next iteration refills it
   }
   cp_async_wait<0>();
