@@ -308,12 +308,10 @@ bool run_case(Backend& cuda, Backend& cpu, const Case& c, std::mt19937& rng) {
   return failure.empty();
 }
 
-// More units than one wave of CTAs (132 multiprocessors x 2 or 3), so each CTA loops over several
-// and loads the next one's first tile while finishing the current one: `seqs` sequences of `fresh`
-// new tokens after cached prefixes of varied length; with `prefill_every` > 0 every such sequence
-// is a prompt of 100 to 199 tokens instead, which leaves the denoise sequences' extra row tiles
-// as empty units.
-Case units_loop_case(std::string name, int seqs, int fresh, int prefill_every) {
+// More CTAs than one wave (132 multiprocessors x 3): `seqs` sequences of `fresh` new tokens after
+// cached prefixes of varied length, or with `prefill_every` > 0 every such sequence a prompt of
+// 100 to 199 tokens instead, so the denoise sequences leave most of the grid's row tiles empty.
+Case many_ctas_case(std::string name, int seqs, int fresh, int prefill_every) {
   Case c{std::move(name), {}, {}, 64, 32, 8, 128, 4};
   for (int s = 0; s < seqs; ++s) {
     const bool prompt = prefill_every > 0 && s % prefill_every == 0;
@@ -326,16 +324,15 @@ Case units_loop_case(std::string name, int seqs, int fresh, int prefill_every) {
 std::vector<Case> targeted_cases() {
   std::vector<int> many_cached(64);
   for (size_t i = 0; i < many_cached.size(); ++i) many_cached[i] = int(i * 52 % 1024) / 4 * 4;
-  // 250 single-kv-head sequences, one with a long prefix: 250 units fill a wave of 396 poorly, so
-  // the keys split 3 ways into 750 units, and the short sequences' second and third splits are empty.
+  // 250 single-kv-head sequences, one with a long prefix: 250 CTAs fill a wave of 396 poorly, so
+  // the keys split 3 ways into 750 CTAs, and the short sequences' second and third splits are empty.
   std::vector<int> one_long(250, 8);
   one_long[0] = 3000;
   return {
-      units_loop_case("denoise, 200 sequences (units loop)", 200, 4, 0),
-      units_loop_case("save and next block, 160 sequences (32 rows, units loop)", 160, 8, 0),
-      units_loop_case("prompts among denoise rows (units loop, empty units)", 48, 4, 2),
-      {"key splits past one wave (units loop, empty splits)", one_long, std::vector<int>(250, 4), 16, 4, 1, 128, 4,
-       true},
+      many_ctas_case("denoise, 200 sequences (several waves)", 200, 4, 0),
+      many_ctas_case("save and next block, 160 sequences (32 rows, several waves)", 160, 8, 0),
+      many_ctas_case("prompts among denoise rows (empty row tiles)", 48, 4, 2),
+      {"key splits past one wave (empty splits)", one_long, std::vector<int>(250, 4), 16, 4, 1, 128, 4, true},
       {"denoise, two long prefixes (key splits)", {2048, 1500}, {4, 4}, 64, 32, 8, 128, 4, true},
       {"denoise, long and short prefixes (empty splits)", {3000, 8, 0}, {4, 4, 4}, 16, 32, 8, 128, 4, true},
       {"prefill, one bidirectional prompt", {0}, {300}, 64, 32, 8, 128, 0},
