@@ -122,18 +122,20 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
   const bool merge_saves = model_.config().block_causal;
   std::vector<int32_t> block_slots;
   std::vector<int> denoise_row0;  // each denoising sequence's first row of ids
-  std::vector<char> saves_by_slot(state_.num_slots, 0), merged_by_slot(state_.num_slots, 0);
-  for (const Sequence* s : saving) saves_by_slot[s->slot] = 1;
+  std::vector<char> save_pending(state_.num_slots, 0);  // by slot: a saved block not yet in an entry
+  for (const Sequence* s : saving) save_pending[s->slot] = 1;
   for (const Sequence* s : denoising) {
-    const bool saves = merge_saves && saves_by_slot[s->slot];
-    merged_by_slot[s->slot] = saves;
-    if (saves) block_slots.push_back(state_.num_slots + s->slot);
+    const bool saves = merge_saves && save_pending[s->slot];
+    if (saves) {
+      save_pending[s->slot] = 0;
+      block_slots.push_back(state_.num_slots + s->slot);
+    }
     denoise_row0.push_back(layout.num_tokens + (saves ? B : 0));
     block_slots.push_back(s->slot);
     fill_layout(layout, *s, s->block_start - (saves ? B : 0), saves ? 2 * B : B);
   }
   for (const Sequence* s : saving) {
-    if (merged_by_slot[s->slot]) continue;
+    if (!save_pending[s->slot]) continue;  // it rode in its next block's entry
     block_slots.push_back(state_.num_slots + s->slot);
     fill_layout(layout, *s, s->block_start - B, B);
   }
