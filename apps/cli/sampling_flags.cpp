@@ -19,6 +19,11 @@ const char* const kSamplingFlagsHelp = R"(Sampling (docs/decoding.md)
   --dynamic-threshold X     low_confidence_dynamic / dynamic_pmax threshold (default 0.9)
   --dynamic-factor X        dynamic_factor's factor (default 1.0)
   --eb-threshold X          entropy_bounded's entropy budget (default 0.35)
+  --diversity-enforce-barrier N
+                            exploration: blocks begun with at most N completion tokens use
+                            sequential (the original's diversity_enforce; default off)
+  --epsilon-greedy E        exploration: each denoise step uses random instead of the strategy
+                            with probability E, in [0, 1] (default 0 = off)
   --seed N                  reproducible sampling
   --stop-token-ids A,B,...  extra stop tokens
   --ignore-eos              do not stop at the model's EOS tokens
@@ -28,7 +33,7 @@ const char* const kSamplingFlagsHelp = R"(Sampling (docs/decoding.md)
 std::set<std::string> with_sampling_value_flags(std::set<std::string> flags) {
   flags.insert({"--temperature", "--top-k", "--top-p", "--repetition-penalty", "--max-tokens", "--denoising-steps",
                 "--strategy", "--dynamic-threshold", "--dynamic-factor", "--eb-threshold", "--seed",
-                "--stop-token-ids"});
+                "--stop-token-ids", "--diversity-enforce-barrier", "--epsilon-greedy"});
   return flags;
 }
 
@@ -49,6 +54,9 @@ SamplingParams read_sampling(const ArgParser& args, const Engine& engine) {
   p.dynamic_threshold = args.get_double("--dynamic-threshold", p.dynamic_threshold);
   p.dynamic_factor = args.get_double("--dynamic-factor", p.dynamic_factor);
   p.eb_threshold = args.get_double("--eb-threshold", p.eb_threshold);
+  p.diversity_enforce_barrier =
+      static_cast<int>(args.get_int("--diversity-enforce-barrier", p.diversity_enforce_barrier));
+  p.epsilon_greedy = args.get_double("--epsilon-greedy", p.epsilon_greedy);
   p.ignore_eos = args.has("--ignore-eos");
   if (args.has("--seed")) p.seed = static_cast<uint64_t>(args.get_int("--seed", 0));
   if (auto ids = args.get("--stop-token-ids")) {

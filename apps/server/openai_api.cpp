@@ -38,6 +38,9 @@ SamplingParams read_sampling(const JsonObject& body, Endpoint endpoint, Sampling
   p.dynamic_threshold = body.get_number("dynamic_threshold", p.dynamic_threshold);
   p.dynamic_factor = body.get_number("dynamic_factor", p.dynamic_factor);
   p.eb_threshold = body.get_number("eb_threshold", p.eb_threshold);
+  p.diversity_enforce_barrier =
+      static_cast<int>(body.get_int("diversity_enforce_barrier", p.diversity_enforce_barrier));
+  p.epsilon_greedy = body.get_number("epsilon_greedy", p.epsilon_greedy);
   p.remasking_strategy = body.get_string("remasking_strategy", p.remasking_strategy);
   if (body.has("seed")) {
     const int64_t seed = body.get_int("seed");

@@ -54,6 +54,10 @@ struct SamplingParams {
   double dynamic_threshold = 0.9;
   double dynamic_factor = 1.0;
   double eb_threshold = 0.35;
+  // Exploration, the original's diversity_enforce and epsilon_greedy (docs/decoding.md §4):
+  int diversity_enforce_barrier = -1;  // >= 0: a block begun with at most this many completion
+                                       // tokens uses `sequential`; -1: off
+  double epsilon_greedy = 0.0;    // chance that a denoise step uses `random` instead of the strategy
   std::optional<uint64_t> seed;   // reproducible output, independent of the batch
 };
 

@@ -32,8 +32,12 @@ class Config:
     tensor_parallel_size: must be 1 (one device per engine).
     enforce_eager: CUDA: launch every op of every forward instead of replaying CUDA graphs of the
         denoise forward (slower; for debugging).
-    diversity_enforce, epsilon_greedy: the original's exploration modifiers are not implemented;
-        True is an error. diversity_enforce_barrier and epsilon are checked, with no effect.
+    diversity_enforce: every request uses the sequential strategy in the blocks it begins with at
+        most diversity_enforce_barrier completion tokens (the first block always).
+    epsilon_greedy: every denoise step of every request uses the random strategy instead of its
+        own with probability epsilon (a seeded draw per block and step, so seeded requests stay
+        reproducible). With both on, diversity_enforce decides first; the original ignored
+        epsilon_greedy then. docs/decoding.md §4 has the exact rules.
     kvcache_block_size: tokens per KV-cache page; a multiple of block_length.
     num_kvcache_blocks: KV-cache pages; -1 = as many as kv_cache_memory_bytes allows.
     mask_token_id: -1 = the model's (config.json, else the family's default). The original
@@ -83,11 +87,9 @@ class Config:
             raise ValueError(f"tensor_parallel_size={self.tensor_parallel_size}: this engine runs each model on one "
                              "device; tensor parallelism is not supported (use 1)")
         check_bool("enforce_eager", self.enforce_eager)
-        for name in ("diversity_enforce", "epsilon_greedy"):
-            if check_bool(name, getattr(self, name)):
-                raise ValueError(f"{name}=True is not supported: the original's exploration modifiers are not "
-                                 "implemented (sample with temperature / top-k / top-p instead)")
-        check_int("diversity_enforce_barrier", self.diversity_enforce_barrier, minimum=0)
+        check_bool("diversity_enforce", self.diversity_enforce)
+        check_bool("epsilon_greedy", self.epsilon_greedy)
+        check_int("diversity_enforce_barrier", self.diversity_enforce_barrier, minimum=0, maximum=2**31 - 1)
         check_float("epsilon", self.epsilon, minimum=0.0, maximum=1.0)
         check_int("kvcache_block_size", self.kvcache_block_size, minimum=1, maximum=2**31 - 1)
         if check_int("num_kvcache_blocks", self.num_kvcache_blocks, minimum=-1) == 0:
@@ -111,6 +113,13 @@ class Config:
             raise TypeError(f"LLM() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}; "
                             f"accepted: {', '.join(sorted(known))}")
         return cls(model, **kwargs)
+
+    def apply_exploration(self, params):
+        """Sets the exploration modifiers of a C++ SamplingParams from diversity_enforce and
+        epsilon_greedy (engine-wide here, as in the original; per request in the C++ API)."""
+        params.diversity_enforce_barrier = self.diversity_enforce_barrier if self.diversity_enforce else -1
+        params.epsilon_greedy = self.epsilon if self.epsilon_greedy else 0.0
+        return params
 
     def engine_options(self):
         options = _jetengine.EngineOptions()

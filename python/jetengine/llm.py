@@ -102,7 +102,7 @@ class LLM:
 
     def _run(self, prompts, sampling_params, use_tqdm, description, run):
         prompt_ids = self._prompt_ids(prompts)
-        params = _engine_params(sampling_params, len(prompt_ids))
+        params = [self.config.apply_exploration(p) for p in _engine_params(sampling_params, len(prompt_ids))]
         check_bool("use_tqdm", use_tqdm)
         if not prompt_ids:
             return []

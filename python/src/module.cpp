@@ -46,6 +46,8 @@ void bind_options(py::module_& m) {
       .def_readwrite("dynamic_threshold", &jet::SamplingParams::dynamic_threshold)
       .def_readwrite("dynamic_factor", &jet::SamplingParams::dynamic_factor)
       .def_readwrite("eb_threshold", &jet::SamplingParams::eb_threshold)
+      .def_readwrite("diversity_enforce_barrier", &jet::SamplingParams::diversity_enforce_barrier)
+      .def_readwrite("epsilon_greedy", &jet::SamplingParams::epsilon_greedy)
       .def_readwrite("seed", &jet::SamplingParams::seed);
 
   py::class_<jet::ChatMessage>(m, "ChatMessage")

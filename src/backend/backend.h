@@ -86,6 +86,8 @@ enum class Strategy : int32_t {
 };
 
 // Sampling parameters of the sequence occupying a slot (plain data, copied to the backend).
+// epsilon_greedy and sequential_below are the original's exploration modifiers (epsilon_greedy,
+// diversity_enforce), which change the strategy of a step (step_strategy, remasking_rules.h).
 struct SlotParams {
   float temperature = 1.0f;  // 0 = greedy
   float top_p = 1.0f;
@@ -93,9 +95,11 @@ struct SlotParams {
   float dynamic_threshold = 0.9f;
   float dynamic_factor = 1.0f;
   float eb_threshold = 0.35f;
+  float epsilon_greedy = 0.0f;  // chance that a denoise step uses `random` instead of `strategy`
   int32_t top_k = 0;
   Strategy strategy = Strategy::LowConfidenceStatic;
   int32_t mask_id = 0;
+  int32_t sequential_below = 0;  // blocks that start below this position use `sequential` (0: none)
   int32_t padding = 0;
   uint64_t seed = 0;
 };

@@ -219,7 +219,7 @@ Sequence Engine::Impl::make_sequence(const Prompt& prompt, const SamplingParams&
   require_resources();
   Sequence s;
   s.prompt = encode_prompt(prompt);
-  s.request = resolve_request(params, limits, seed_source());
+  s.request = resolve_request(params, limits, s.prompt_len(), seed_source());
   check_fits(s);
   return s;
 }

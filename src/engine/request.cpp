@@ -2,13 +2,15 @@
 #include "engine/request.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 
 #include "sampling/remasking.h"
 
 namespace jet {
 
-Request resolve_request(const SamplingParams& p, const RequestLimits& lim, uint64_t fallback_seed) {
+Request resolve_request(const SamplingParams& p, const RequestLimits& lim, int prompt_len, uint64_t fallback_seed) {
   const int B = lim.block_length;
   JET_CHECK(std::isfinite(p.temperature) && p.temperature >= 0,
             "temperature must be >= 0 (0 = greedy), got ", p.temperature);
@@ -27,6 +29,10 @@ Request resolve_request(const SamplingParams& p, const RequestLimits& lim, uint6
             p.dynamic_factor);
   JET_CHECK(std::isfinite(p.eb_threshold) && p.eb_threshold >= 0, "eb_threshold must be >= 0, got ",
             p.eb_threshold);
+  JET_CHECK(p.diversity_enforce_barrier >= -1, "diversity_enforce_barrier must be >= 0 (or -1: off), got ",
+            p.diversity_enforce_barrier);
+  JET_CHECK(std::isfinite(p.epsilon_greedy) && p.epsilon_greedy >= 0 && p.epsilon_greedy <= 1,
+            "epsilon_greedy must be in [0, 1], got ", p.epsilon_greedy);
   for (int32_t id : p.stop_token_ids) {
     JET_CHECK(id >= 0 && id < lim.vocab, "stop_token_ids: id ", id, " is outside the vocabulary [0, ", lim.vocab,
               ")");
@@ -41,6 +47,13 @@ Request resolve_request(const SamplingParams& p, const RequestLimits& lim, uint6
   r.slot.dynamic_threshold = static_cast<float>(p.dynamic_threshold);
   r.slot.dynamic_factor = static_cast<float>(p.dynamic_factor);
   r.slot.eb_threshold = static_cast<float>(p.eb_threshold);
+  r.slot.epsilon_greedy = static_cast<float>(p.epsilon_greedy);
+  // A block starting at position q has q - prompt_len completion tokens before it (at most 0 for
+  // the first block); positions fit in int32, so the bound saturates there.
+  if (p.diversity_enforce_barrier >= 0) {
+    r.slot.sequential_below = static_cast<int32_t>(
+        std::min<int64_t>(INT32_MAX, int64_t{prompt_len} + p.diversity_enforce_barrier + 1));
+  }
   r.slot.mask_id = lim.mask_id;
   r.slot.seed = p.seed.value_or(fallback_seed);
   r.denoising_steps = p.denoising_steps;

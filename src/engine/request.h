@@ -26,7 +26,8 @@ struct RequestLimits {
 };
 
 // Throws jet::Error naming the offending field and its allowed range. A request without a seed
-// gets `fallback_seed`.
-Request resolve_request(const SamplingParams& params, const RequestLimits& limits, uint64_t fallback_seed);
+// gets `fallback_seed`; prompt_len places diversity_enforce's barrier.
+Request resolve_request(const SamplingParams& params, const RequestLimits& limits, int prompt_len,
+                        uint64_t fallback_seed);
 
 }  // namespace jet

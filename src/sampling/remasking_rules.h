@@ -1,15 +1,29 @@
-// The remasking strategies' two rules (docs/decoding.md §4), shared by the CPU backend
-// (remasking.cpp) and the CUDA kernels (backend/cuda/decode.cu): every strategy ranks a block's
-// masked positions by a key (smaller first, ties: lower block index) and commits a prefix of
-// that ranking; only the key and the prefix length differ.
+// The remasking rules (docs/decoding.md §4), shared by the CPU backend (decode.cpp, remasking.cpp)
+// and the CUDA kernels (backend/cuda/decode.cu): which strategy a step applies (the exploration
+// modifiers may replace the request's), then the strategies' two rules: every strategy ranks a
+// block's masked positions by a key (smaller first, ties: lower block index) and commits a prefix
+// of that ranking; only the key and the prefix length differ.
 #pragma once
 
 #include <cmath>
 
 #include "backend/backend.h"
 #include "core/host_device.h"
+#include "sampling/rng.h"
 
 namespace jet {
+
+// The strategy of one step of a row's block (docs/decoding.md §4, exploration): `sequential` while
+// the block starts below sequential_below (diversity_enforce), else `random` when the step's
+// epsilon-greedy draw falls below epsilon_greedy, else the request's own.
+JET_HOST_DEVICE inline Strategy step_strategy(const SlotParams& p, const StepRow& r) {
+  if (r.position0 < p.sequential_below) return Strategy::Sequential;
+  if (p.epsilon_greedy > 0.0f && uniform(p.seed, static_cast<uint64_t>(r.position0),
+                                         static_cast<uint64_t>(r.global_step), kEpsilonGreedyLane) < p.epsilon_greedy) {
+    return Strategy::Random;
+  }
+  return p.strategy;
+}
 
 // Index reversed in ceil(log2 B) bits: the dilated order visits indices by increasing value.
 JET_HOST_DEVICE inline int bit_reversed(int index, int block_length) {

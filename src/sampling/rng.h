@@ -12,6 +12,9 @@ namespace jet {
 // Lane of the `random` remasking strategy's draw: above every token id, so it never collides
 // with a Gumbel lane (lane = token id) of the same (position, step).
 constexpr uint64_t kRandomStrategyLane = uint64_t{1} << 32;
+// Lane of epsilon-greedy's draw, one per block and step (at the block's first position): whether
+// the step uses `random` instead of the request's strategy.
+constexpr uint64_t kEpsilonGreedyLane = kRandomStrategyLane + 1;
 
 // The SplitMix64 finaliser.
 JET_HOST_DEVICE inline uint64_t mix64(uint64_t z) {

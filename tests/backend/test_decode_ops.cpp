@@ -154,6 +154,38 @@ TEST_F(DecodeOps, SeededRandomStrategyIsReproducibleAndBatchIndependent) {
   for (int j = 0; j < kB; ++j) EXPECT_EQ(alone[j] != kMask, j == expected) << "position " << j;
 }
 
+TEST_F(DecodeOps, ExplorationReplacesTheStrategyOfTheStep) {
+  // Position 3 is by far the most confident, so low_confidence_static alone commits it.
+  std::vector<float> logits(kB * kV, 0.0f);
+  set_row(logits, 3, 0.0f, {{2, 9.0f}});
+  const Tensor l = tf.f32({kB, kV}, logits);
+  const StepRow row{0, 40, 6, 1, 0, 0};
+  auto committed = [&](const SlotParams& p) {
+    start(0, p, Ints(kB, kMask));
+    backend->denoise_step(l, step_rows({row}), 1, st);
+    Ints at;
+    const Ints tokens = slot_values<int32_t>(st.tokens, 0);
+    for (int j = 0; j < kB; ++j) {
+      if (tokens[j] != kMask) at.push_back(j);
+    }
+    return at;
+  };
+  const SlotParams own = seeded(Strategy::LowConfidenceStatic, 5);
+  EXPECT_EQ(committed(own), (Ints{3}));
+  SlotParams diverse = own;
+  diverse.sequential_below = 41;  // the block starts at 40, below the barrier: sequential
+  EXPECT_EQ(committed(diverse), (Ints{0}));
+  diverse.sequential_below = 40;
+  EXPECT_EQ(committed(diverse), (Ints{3}));
+  SlotParams explore = own, random = own;
+  explore.epsilon_greedy = 1.0f;  // every step random
+  random.strategy = Strategy::Random;
+  const Ints explored = committed(explore);
+  const Ints explored_tokens = slot_values<int32_t>(st.tokens, 0);
+  EXPECT_EQ(explored, committed(random));
+  EXPECT_EQ(explored_tokens, slot_values<int32_t>(st.tokens, 0));
+}
+
 TEST_F(DecodeOps, DenoiseStepRejectsBadRows) {
   start(0, greedy(Strategy::Sequential), Ints(kB, kMask));
   const Tensor logits = tf.f32({2 * kB, kV}, std::vector<float>(2 * kB * kV, 0.0f));

@@ -1,9 +1,12 @@
-// The step schedule and the 11 remasking strategies on crafted scores (docs/decoding.md §2, §4).
+// The step schedule, the 11 remasking strategies on crafted scores and the exploration modifiers
+// that replace a step's strategy (docs/decoding.md §2, §4).
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "sampling/remasking.h"
+#include "sampling/remasking_rules.h"
+#include "sampling/rng.h"
 
 using namespace jet;
 
@@ -189,4 +192,50 @@ TEST(Strategies, DynamicOnesCommitAtLeastOneStaticOnesExactlyN) {
     const size_t expected = is_dynamic(s) && s != Strategy::LowConfidenceDynamic ? 1u : 2u;
     EXPECT_EQ(select(s, m, 2).size(), expected) << strategy_name(s);
   }
+}
+
+TEST(Exploration, OffLeavesTheRequestsStrategy) {
+  SlotParams p;
+  p.strategy = Strategy::EntropyBounded;
+  for (int32_t position0 : {0, 4, 1000}) {
+    for (int32_t step : {0, 7}) EXPECT_EQ(step_strategy(p, StepRow{0, position0, step}), Strategy::EntropyBounded);
+  }
+}
+
+TEST(Exploration, BarrierMakesEarlyBlocksSequentialBeforeEpsilonIsDrawn) {
+  SlotParams p;
+  p.strategy = Strategy::LowConfidenceStatic;
+  p.sequential_below = 20;
+  p.epsilon_greedy = 1.0f;  // every step past the barrier is random
+  EXPECT_EQ(step_strategy(p, StepRow{0, 0, 3}), Strategy::Sequential);
+  EXPECT_EQ(step_strategy(p, StepRow{0, 19, 3}), Strategy::Sequential);
+  EXPECT_EQ(step_strategy(p, StepRow{0, 20, 3}), Strategy::Random);
+  p.epsilon_greedy = 0.0f;
+  EXPECT_EQ(step_strategy(p, StepRow{0, 20, 3}), Strategy::LowConfidenceStatic);
+}
+
+TEST(Exploration, EpsilonIsOneSeededDrawPerBlockAndStep) {
+  SlotParams p;
+  p.strategy = Strategy::Dilated;
+  p.epsilon_greedy = 0.25f;
+  p.seed = 77;
+  int random_steps = 0, total = 0;
+  for (int32_t position0 = 0; position0 < 400; position0 += 4) {
+    for (int32_t step = 0; step < 40; ++step, ++total) {
+      const Strategy s = step_strategy(p, StepRow{3, position0, step});
+      const bool drawn = uniform(p.seed, position0, step, kEpsilonGreedyLane) < 0.25;
+      EXPECT_EQ(s, drawn ? Strategy::Random : Strategy::Dilated) << position0 << " " << step;
+      EXPECT_EQ(step_strategy(p, StepRow{9, position0, step}), s);  // the slot and other fields do not matter
+      random_steps += s == Strategy::Random;
+    }
+  }
+  // 4,000 independent draws: within 5 standard deviations (0.034) of the chance.
+  EXPECT_NEAR(static_cast<double>(random_steps) / total, 0.25, 0.034);
+  p.seed = 78;  // another seed, other draws
+  int differ = 0;
+  for (int32_t step = 0; step < 200; ++step) {
+    differ += (step_strategy(p, StepRow{0, 0, step}) == Strategy::Random) !=
+              (uniform(77, 0, step, kEpsilonGreedyLane) < 0.25);
+  }
+  EXPECT_GT(differ, 0);
 }

@@ -49,6 +49,12 @@ TEST(EngineErrors, BadRequestsLeaveTheEngineUsable) {
   bad = greedy(8);
   bad.denoising_steps = 9;
   expect_error(engine, prompts, bad, "denoising_steps");
+  bad = greedy(8);
+  bad.epsilon_greedy = 1.5;
+  expect_error(engine, prompts, bad, "epsilon_greedy must be in [0, 1]");
+  bad = greedy(8);
+  bad.diversity_enforce_barrier = -2;
+  expect_error(engine, prompts, bad, "diversity_enforce_barrier must be >= 0");
   expect_error(engine, {std::vector<int32_t>(5000, 3)}, greedy(8), "more than max_model_len");
   // A later prompt's error is reported before any prompt runs.
   expect_error(engine, {prompts[0], std::vector<int32_t>{-1}}, greedy(8), "prompt 1");

@@ -1,13 +1,13 @@
 // GPU test of CudaBackend::denoise_step against the CPU backend's (the reference): random decode
 // states and logits (V = 151936 and a small odd V; B in {1, 4, 8, 32}; every strategy;
 // temperature 0 / 0.7 / 1.3; top-k 0/1/50, top-p 1/0.9, repetition penalty 1/1.3 with random
-// seen sets; random seeds, flat, peaked and exactly tied logits, one row per masked position in
-// the compact layout of StepRow::logits_row0), one step each from identical states on both
-// backends, then every state element compared. Committed tokens and trajectory
-// must match exactly except for rare near-ties of the fp32 softmax (counted, reported, at most
-// 0.5%); logprobs / entropies to 1e-4; everything else bit for bit (logprobs and entropies start
-// as NaN, so an element the GPU forgot to write fails). Then bad input, and the time of one step
-// at batch 128, B = 4, V = 151936.
+// seen sets; the exploration modifiers (a diversity barrier, epsilon-greedy 0.5); random seeds,
+// flat, peaked and exactly tied logits, one row per masked position in the compact layout of
+// StepRow::logits_row0), one step each from identical states on both backends, then every state
+// element compared. Committed tokens and trajectory must match exactly except for rare near-ties
+// of the fp32 softmax (counted, reported, at most 0.5%); logprobs / entropies to 1e-4; everything
+// else bit for bit (logprobs and entropies start as NaN, so an element the GPU forgot to write
+// fails). Then bad input, and the time of one step at batch 128, B = 4, V = 151936.
 //
 // A plain program (PASS / FAIL lines, non-zero exit on failure): target test_decode of
 // tests/gpu/CMakeLists.txt, run by tests/gpu/run.sh. test_decode [--quick]: --quick compares the
@@ -138,9 +138,12 @@ std::string describe(const CaseSpec& c) {
              " case=", c.index);
 }
 
-// Slot s of case c: every (top_k, top_p, penalty) combination comes round across slots and cases.
+// Slot s of case c: every (top_k, top_p, penalty) combination comes round across slots and cases,
+// and so do the exploration modifiers (rows start at positions below 5,000: a barrier of 2,500
+// turns about half of them sequential; epsilon 0.5 about half of the rest random).
 SlotParams slot_params(const CaseSpec& c, int s, std::mt19937_64& rng) {
   const int combo = (c.index * kSlots + s) % 12;
+  const int exploration = (c.index + s) % 4;
   SlotParams p;
   p.temperature = c.temperature;
   p.top_k = std::array<int32_t, 3>{0, 1, 50}[combo % 3];
@@ -150,6 +153,8 @@ SlotParams slot_params(const CaseSpec& c, int s, std::mt19937_64& rng) {
   p.dynamic_factor = rng() % 2 ? 1.0f : 4.0f;
   p.eb_threshold = rng() % 2 ? 0.35f : 6.0f;
   p.strategy = c.strategy;
+  p.sequential_below = exploration == 1 || exploration == 3 ? 2500 : 0;
+  p.epsilon_greedy = exploration >= 2 ? 0.5f : 0.0f;
   p.mask_id = static_cast<int32_t>(rng() % c.vocab);
   p.seed = rng();
   return p;

@@ -55,7 +55,8 @@ def engine_generate(model_dir, prompts, params, engine_args=(), expect_ok=True):
             "denoising_steps": "--denoising-steps", "remasking_strategy": "--strategy",
             "dynamic_threshold": "--dynamic-threshold", "dynamic_factor": "--dynamic-factor",
             "eb_threshold": "--eb-threshold", "seed": "--seed", "repetition_penalty": "--repetition-penalty",
-            "block_length": "--block-length"}
+            "block_length": "--block-length", "diversity_enforce_barrier": "--diversity-enforce-barrier",
+            "epsilon_greedy": "--epsilon-greedy"}
     for key, value in params.items():
         if key == "ignore_eos":
             args += ["--ignore-eos"] if value else []
@@ -123,6 +124,16 @@ def test_seeded_sampling_matches_reference(model):
     params = dict(temperature=0.8, top_k=20, top_p=0.9, max_tokens=12, seed=1234, ignore_eos=True,
                   repetition_penalty=1.3)
     compare(model, prompts_of([4, 7, 10], ref.vocab_rows, seed=5), params)
+
+
+@pytest.mark.parametrize("barrier, epsilon", [(6, 0.0), (-1, 0.5), (0, 0.3)])
+def test_exploration_modifiers_match_reference(model, barrier, epsilon):
+    _, ref = model
+    # Prompts of 3 and 9 tokens begin with a block that holds their tail; one of 12 begins at P.
+    # Barrier 6 makes two or three blocks sequential, barrier 0 the first alone.
+    params = dict(temperature=0.9, max_tokens=20, seed=21, ignore_eos=True, remasking_strategy="margin_static",
+                  diversity_enforce_barrier=barrier, epsilon_greedy=epsilon)
+    compare(model, prompts_of([3, 9, 12], ref.vocab_rows, seed=4), params)
 
 
 def test_stop_tokens_and_max_tokens(model):

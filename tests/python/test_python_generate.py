@@ -2,6 +2,7 @@
 (greedy and seeded sampling), the output keys and their lengths, per-prompt SamplingParams,
 streaming order, the tokenizer, and Ctrl-C leaving the engine usable."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -71,6 +72,26 @@ def assert_same_tokens(a, b):
 def test_outputs_identical_to_the_cli(model, llm, params, flags):
     prompts = random_prompts(12, seed=1)
     assert llm.generate(prompts, params, use_tqdm=False) == cli_generate(model, prompts, *flags)
+
+
+def test_exploration_modifiers_are_the_clis_and_reach_their_limits(model, llm):
+    """LLM's diversity_enforce / epsilon_greedy decode as the CLI's per-request flags do; a barrier
+    past every block is the sequential strategy, and epsilon 1 the random strategy."""
+    prompts = random_prompts(8, seed=6)
+    params = SamplingParams(temperature=0.9, seed=4, max_tokens=16)
+    explored = LLM(model, **ENGINE, diversity_enforce=True, diversity_enforce_barrier=5, epsilon_greedy=True,
+                   epsilon=0.4).generate(prompts, params, use_tqdm=False)
+    assert explored == cli_generate(model, prompts, "--temperature", "0.9", "--seed", "4", "--max-tokens", "16",
+                                    "--diversity-enforce-barrier", "5", "--epsilon-greedy", "0.4")
+    assert explored != llm.generate(prompts, params, use_tqdm=False)
+
+    def with_strategy(name):
+        return llm.generate(prompts, dataclasses.replace(params, remasking_strategy=name), use_tqdm=False)
+
+    always_sequential = LLM(model, **ENGINE, diversity_enforce=True, diversity_enforce_barrier=10**6)
+    assert always_sequential.generate(prompts, params, use_tqdm=False) == with_strategy("sequential")
+    always_random = LLM(model, **ENGINE, epsilon_greedy=True, epsilon=1.0)
+    assert always_random.generate(prompts, params, use_tqdm=False) == with_strategy("random")
 
 
 def test_streaming_identical_to_the_cli(model, llm):

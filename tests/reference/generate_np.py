@@ -31,7 +31,8 @@ from model_np import ReferenceModel, block_logits
 DEFAULT_PARAMS = dict(
     block_length=None, denoising_steps=4, temperature=1.0, top_k=0, top_p=1.0,
     repetition_penalty=1.0, remasking_strategy="low_confidence_static", max_tokens=64,
-    stop_token_ids=(), ignore_eos=False, seed=0, **strategies_np.DEFAULT_THRESHOLDS)
+    stop_token_ids=(), ignore_eos=False, seed=0, diversity_enforce_barrier=-1, epsilon_greedy=0.0,
+    **strategies_np.DEFAULT_THRESHOLDS)
 
 
 def resolve_params(params, config):
@@ -48,6 +49,8 @@ def resolve_params(params, config):
               ("repetition_penalty", p["repetition_penalty"] > 0, "> 0"),
               ("max_tokens", p["max_tokens"] >= 1, ">= 1"),
               ("seed", 0 <= p["seed"] < 2 ** 64, "in [0, 2^64)"),
+              ("diversity_enforce_barrier", p["diversity_enforce_barrier"] >= -1, ">= -1"),
+              ("epsilon_greedy", 0 <= p["epsilon_greedy"] <= 1, "in [0, 1]"),
               ("remasking_strategy", p["remasking_strategy"] in strategies_np.STRATEGIES,
                "one of " + ", ".join(strategies_np.STRATEGIES))]
     for name, ok, allowed in checks:
@@ -78,6 +81,20 @@ class _Sequence:
         return tail + [mask_token_id] * masks, [False] * len(tail) + [True] * masks
 
 
+def _step_strategy(p, seq, block_start):
+    """The strategy of the block's next denoise step (docs/decoding.md §4, exploration): sequential
+    while the block begins with at most the barrier's completion tokens before it, else random when
+    the step's epsilon-greedy draw is below epsilon (kept in float32, as the engine does)."""
+    barrier = p["diversity_enforce_barrier"]
+    if barrier >= 0 and block_start - len(seq.prompt) <= barrier:
+        return "sequential"
+    epsilon = float(np.float32(p["epsilon_greedy"]))
+    if epsilon > 0 and rng_np.uniform(p["seed"], block_start, seq.global_step,
+                                      rng_np.EPSILON_GREEDY_LANE) < epsilon:
+        return "random"
+    return p["remasking_strategy"]
+
+
 def _denoise_block(model, seq, block, is_masked, p, mask_token_id):
     """Runs the block's denoise steps; returns per-block-index (trajectory, logprob, entropy)."""
     B = p["block_length"]
@@ -95,13 +112,14 @@ def _denoise_block(model, seq, block, is_masked, p, mask_token_id):
             temperature=p["temperature"], top_k=p["top_k"], top_p=p["top_p"],
             repetition_penalty=p["repetition_penalty"], seed=p["seed"],
             position=block_start + j, step=seq.global_step) for j in masked}
+        strategy = _step_strategy(p, seq, block_start)
         random_draws = None
-        if p["remasking_strategy"] == "random":
+        if strategy == "random":
             positions = np.asarray([block_start + j for j in masked], dtype=np.uint64)
             random_draws = rng_np.uniform(p["seed"], positions, seq.global_step,
                                           rng_np.RANDOM_STRATEGY_LANE)
         chosen = strategies_np.select_positions(
-            p["remasking_strategy"], masked, [samples[j].confidence for j in masked],
+            strategy, masked, [samples[j].confidence for j in masked],
             [samples[j].entropy for j in masked], [samples[j].margin for j in masked], n,
             is_last=(s == p["denoising_steps"] - 1), block_length=B,
             thresholds={k: p[k] for k in strategies_np.DEFAULT_THRESHOLDS},

@@ -17,6 +17,9 @@ _U64_LIMIT = 1 << 64
 # Lane used by the `random` remasking strategy (docs/decoding.md §4): above every token id, so
 # it never collides with a Gumbel lane of the same (position, step).
 RANDOM_STRATEGY_LANE = 1 << 32
+# Lane of epsilon-greedy's draw (docs/decoding.md §4, exploration): one per block and step, at the
+# block's first position.
+EPSILON_GREEDY_LANE = RANDOM_STRATEGY_LANE + 1
 
 
 def _as_u64_array(name, value):

@@ -52,6 +52,26 @@ def test_forward_count_and_trajectory_range(tiny_models, arch, strategy, steps):
         assert [out["trajectory"].count(t) for t in range(1, 7)] == [2] * 6  # schedule [2, 2]
 
 
+def test_exploration_modifiers_at_their_extremes(tiny_models):
+    model = tiny_models["sdar"]
+    sampled = dict(temperature=1.0, seed=9, max_tokens=16, remasking_strategy="entropy_static")
+
+    def run(**params):
+        return decode(model, **{**sampled, **params})
+
+    assert run(diversity_enforce_barrier=10**6) == run(remasking_strategy="sequential")
+    assert run(epsilon_greedy=1.0) == run(remasking_strategy="random")
+    assert run(epsilon_greedy=1.0, diversity_enforce_barrier=10**6) == run(remasking_strategy="sequential")
+    # Barrier 4 (P = 5): the blocks at 4 and 8 are sequential (4 - 5 and 8 - 5 <= 4), the rest
+    # entropy_static; so is the first block alone with barrier 0.
+    seq, own = run(remasking_strategy="sequential"), run()
+    barrier = run(diversity_enforce_barrier=4)
+    assert barrier["trajectory"][:7] == seq["trajectory"][:7] == list(range(1, 8))
+    assert barrier["completion_ids"][:7] == seq["completion_ids"][:7]
+    assert run(diversity_enforce_barrier=0)["trajectory"][:3] == [1, 2, 3]
+    assert barrier != own and barrier != seq
+
+
 # Thresholds that every confidence / entropy passes, and ones that none does.
 LOOSE = {"entropy_bounded": {"eb_threshold": 1e9},
          "low_confidence_dynamic": {"dynamic_threshold": 0.0},

@@ -42,6 +42,7 @@ TEST(OpenAiApi, CompletionFieldsBecomeSamplingParams) {
                                R"({"prompt": "Hi", "max_tokens": 7, "temperature": 0, "top_p": 0.5, "top_k": 3,
                                    "seed": 11, "stop_token_ids": [5, 6], "ignore_eos": true, "denoising_steps": 2,
                                    "remasking_strategy": "entropy_bounded", "eb_threshold": 0.5, "stream": true,
+                                   "diversity_enforce_barrier": 12, "epsilon_greedy": 0.25,
                                    "stream_options": {"include_usage": true}, "model": "anything", "user": "ignored", "stop": null, "n": 1})",
                                demo_engine(), {});
   EXPECT_EQ(std::get<std::string>(r.prompt), "Hi");
@@ -55,6 +56,8 @@ TEST(OpenAiApi, CompletionFieldsBecomeSamplingParams) {
   EXPECT_EQ(r.params.denoising_steps, 2);
   EXPECT_EQ(r.params.remasking_strategy, "entropy_bounded");
   EXPECT_EQ(r.params.eb_threshold, 0.5);
+  EXPECT_EQ(r.params.diversity_enforce_barrier, 12);
+  EXPECT_EQ(r.params.epsilon_greedy, 0.25);
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
 }

@@ -1,11 +1,12 @@
 // The decode ops: gather_block_tokens (the block tokens of a step's slots, as forward input)
-// and denoise_step (sample every masked position, apply the slot's strategy, commit).
+// and denoise_step (sample every masked position, apply the step's strategy, commit).
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "backend/cpu/cpu_backend_impl.h"
 #include "sampling/remasking.h"
+#include "sampling/remasking_rules.h"
 #include "sampling/rng.h"
 #include "sampling/sampler.h"
 
@@ -99,18 +100,19 @@ void CpuBackend::denoise_step(const Tensor& logits, const Tensor& rows_bytes, in
   for (int i = 0; i < num_rows; ++i) {
     const StepRow& r = rows[i];
     const SlotParams& p = params[r.slot];
+    const Strategy strategy = step_strategy(p, r);
     const int64_t base = int64_t{r.slot} * B;
     std::vector<PositionScore> scores;
     for (int j = 0; j < B; ++j) {
       if (tokens[base + j] != p.mask_id) continue;
       const PositionSample& s = samples[int64_t{i} * B + j];
-      const double random = p.strategy == Strategy::Random
+      const double random = strategy == Strategy::Random
                                 ? uniform(p.seed, static_cast<uint64_t>(r.position0 + j),
                                           static_cast<uint64_t>(r.global_step), kRandomStrategyLane)
                                 : 0.0;
       scores.push_back({j, s.confidence, s.entropy, s.margin, random});
     }
-    const std::vector<int> chosen = select_positions(p.strategy, scores, r.n_sched, r.is_last != 0, p, B);
+    const std::vector<int> chosen = select_positions(strategy, scores, r.n_sched, r.is_last != 0, p, B);
     for (int j : chosen) {
       const PositionSample& s = samples[int64_t{i} * B + j];
       tokens[base + j] = s.token;

@@ -1,7 +1,7 @@
 // CudaBackend::denoise_step (docs/decoding.md §3-4) in two kernels: one thread block samples each
 // masked (row, position) from its logits row (StepRow::logits_row0 + the masked positions before
 // it) into a small candidate array (decode_sampler.cuh), then one warp per row ranks its block's
-// candidates with the slot's strategy (sampling/remasking_rules.h, the rules the CPU backend uses
+// candidates with the step's strategy (sampling/remasking_rules.h, the rules the CPU backend uses
 // too) and commits the chosen ones. Nothing waits for the device: rows are validated there, and a
 // bad row is skipped and reported by the next denoise_step call (see RowFault).
 #include <cstdint>
@@ -137,6 +137,7 @@ __global__ void __launch_bounds__(kCommitWarps * 32) commit_selected_positions(c
     return;
   }
   const SlotParams& p = a.params[r.slot];
+  const Strategy strategy = step_strategy(p, r);
   const int B = a.block_length;
   const int64_t base = int64_t{r.slot} * B;
 
@@ -149,11 +150,11 @@ __global__ void __launch_bounds__(kCommitWarps * 32) commit_selected_positions(c
     const int j = lane + 32 * h;
     masked[h] = j < B && a.tokens[base + j] == p.mask_id;
     candidate[h] = masked[h] ? a.candidates[int64_t{i} * B + j] : Candidate{};
-    const double random = masked[h] && p.strategy == Strategy::Random
+    const double random = masked[h] && strategy == Strategy::Random
                               ? uniform(p.seed, static_cast<uint64_t>(r.position0 + j),
                                         static_cast<uint64_t>(r.global_step), kRandomStrategyLane)
                               : 0.0;
-    key[h] = ranking_key(p.strategy, j, candidate[h].confidence, candidate[h].entropy, candidate[h].margin, random, B);
+    key[h] = ranking_key(strategy, j, candidate[h].confidence, candidate[h].entropy, candidate[h].margin, random, B);
     masked_bits |= static_cast<uint64_t>(__ballot_sync(kFullWarp, masked[h])) << (32 * h);
   }
   const int num_masked = __popcll(masked_bits);
@@ -180,7 +181,7 @@ __global__ void __launch_bounds__(kCommitWarps * 32) commit_selected_positions(c
     }
     __syncwarp();
     const int count = min(max(r.n_sched, 0), num_masked);
-    if (lane == 0) take = prefix_length(p.strategy, ranked.confidence, ranked.entropy, num_masked, count, p);
+    if (lane == 0) take = prefix_length(strategy, ranked.confidence, ranked.entropy, num_masked, count, p);
     take = __shfl_sync(kFullWarp, take, 0);
   }
 
