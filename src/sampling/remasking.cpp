@@ -47,11 +47,6 @@ Strategy parse_strategy(std::string_view name) {
 
 std::string_view strategy_name(Strategy strategy) { return kStrategyNames[strategy_index(strategy)]; }
 
-bool is_dynamic(Strategy strategy) {
-  return strategy == Strategy::LowConfidenceDynamic || strategy == Strategy::DynamicFactor ||
-         strategy == Strategy::DynamicPmax || strategy == Strategy::EntropyBounded;
-}
-
 int scheduled_count(int block_length, int denoising_steps, int step) {
   JET_CHECK(denoising_steps >= 1 && denoising_steps <= block_length, "denoising_steps ", denoising_steps,
             " must be in [1, block_length = ", block_length, "]");

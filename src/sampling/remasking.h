@@ -14,10 +14,6 @@ namespace jet {
 Strategy parse_strategy(std::string_view name);
 std::string_view strategy_name(Strategy strategy);
 
-// Dynamic strategies may commit a count other than the scheduled one, so the engine must read
-// masks_left back after a step; static ones commit exactly min(n, masks) per step.
-bool is_dynamic(Strategy strategy);
-
 // n_s = floor(B/S) + (step < B mod S); throws jet::Error unless 1 <= S <= B and 0 <= step < S.
 int scheduled_count(int block_length, int denoising_steps, int step);
 

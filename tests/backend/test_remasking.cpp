@@ -76,14 +76,6 @@ TEST(StrategyNames, RoundTripAndUnknownNameListsAll) {
   }
 }
 
-TEST(StrategyNames, DynamicOnesAreFlagged) {
-  int dynamic = 0;
-  for (Strategy s : kAll) dynamic += is_dynamic(s);
-  EXPECT_EQ(dynamic, 4);
-  EXPECT_TRUE(is_dynamic(Strategy::EntropyBounded));
-  EXPECT_FALSE(is_dynamic(Strategy::LowConfidenceStatic));
-}
-
 TEST(Strategies, SequentialAndAntiSequential) {
   const auto m = at_indices({1, 3, 4, 6});
   EXPECT_EQ(select(Strategy::Sequential, m, 2), (Indices{1, 3}));
@@ -189,7 +181,10 @@ TEST(Strategies, LastStepCommitsEverythingAndEmptyCommitsNothing) {
 TEST(Strategies, DynamicOnesCommitAtLeastOneStaticOnesExactlyN) {
   const auto m = with_confidence({0.01f, 0.02f, 0.03f, 0.04f});  // nothing confident
   for (Strategy s : kAll) {
-    const size_t expected = is_dynamic(s) && s != Strategy::LowConfidenceDynamic ? 1u : 2u;
+    // low_confidence_dynamic falls back to the n most confident; the other dynamic ones to one.
+    const bool at_least_one =
+        s == Strategy::DynamicFactor || s == Strategy::DynamicPmax || s == Strategy::EntropyBounded;
+    const size_t expected = at_least_one ? 1u : 2u;
     EXPECT_EQ(select(s, m, 2).size(), expected) << strategy_name(s);
   }
 }
