@@ -2,6 +2,7 @@
 // Unknown flags and missing values are errors that name the flag.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -72,6 +73,12 @@ class ArgParser {
     } catch (...) {
       throw Error(str("flag ", name, " expects an integer, got '", *v, "'"));
     }
+  }
+  // An integer an int holds (the options' and sampling fields' type).
+  int get_int32(const std::string& name, int fallback) const {
+    const long long n = get_int(name, fallback);
+    JET_CHECK(n >= INT32_MIN && n <= INT32_MAX, "flag ", name, " expects an integer in [-2^31, 2^31), got ", n);
+    return static_cast<int>(n);
   }
 
  private:

@@ -75,10 +75,10 @@ int cmd_bench(const Args& raw) {
     std::fputs(kEngineFlagsHelp, stdout);
     return 0;
   }
-  const int prompt_len = static_cast<int>(args.get_int("--prompt-len", 64));
-  const int max_tokens = static_cast<int>(args.get_int("--max-tokens", 128));
-  const int requests = static_cast<int>(args.get_int("--mode2", 0));
-  const int max_active = static_cast<int>(args.get_int("--max-active", 128));
+  const int prompt_len = args.get_int32("--prompt-len", 64);
+  const int max_tokens = args.get_int32("--max-tokens", 128);
+  const int requests = args.get_int32("--mode2", 0);
+  const int max_active = args.get_int32("--max-active", 128);
   JET_CHECK(prompt_len >= 1 && max_tokens >= 1 && requests >= 0 && max_active >= 1,
             "--prompt-len, --max-tokens and --max-active must be positive, --mode2 not negative");
   std::vector<int> batches;

@@ -112,7 +112,7 @@ int cmd_generate(const Args& raw) {
     std::vector<std::optional<GenerationOutput>> ready(prompts.size());
     size_t next = 0;
     engine.generate_streaming(
-        prompts, {params}, static_cast<int>(args.get_int("--max-active", 0)),
+        prompts, {params}, args.get_int32("--max-active", 0),
         [&](size_t i, GenerationOutput&& out) {
           ready[i] = std::move(out);
           for (; next < ready.size() && ready[next]; ++next) print(*ready[next]);

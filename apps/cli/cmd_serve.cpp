@@ -53,9 +53,9 @@ int cmd_serve(const Args& raw) {
   Engine engine(read_engine_options(args));
   server::ServerOptions options;
   options.host = args.get("--host").value_or(options.host);
-  options.port = static_cast<int>(args.get_int("--port", options.port));
+  options.port = args.get_int32("--port", options.port);
   JET_CHECK(options.port >= 0 && options.port <= 65535, "--port must be in [0, 65535], got ", options.port);
-  options.max_active = static_cast<int>(args.get_int("--max-active", 0));
+  options.max_active = args.get_int32("--max-active", 0);
   options.model_name = args.get("--served-model-name")
                            .value_or(std::filesystem::path(args.require("--model")).lexically_normal().filename().string());
   if (options.model_name.empty()) options.model_name = args.require("--model");

@@ -38,15 +38,18 @@ EngineOptions read_engine_options(const ArgParser& args) {
   EngineOptions o;
   o.model = args.require("--model");
   o.device = args.get("--device").value_or(o.device);
-  o.block_length = static_cast<int>(args.get_int("--block-length", o.block_length));
-  o.max_num_seqs = static_cast<int>(args.get_int("--max-num-seqs", o.max_num_seqs));
-  o.max_model_len = static_cast<int>(args.get_int("--max-model-len", o.max_model_len));
-  o.kvcache_page_size = static_cast<int>(args.get_int("--kv-page-size", o.kvcache_page_size));
-  o.kv_cache_memory_bytes = args.get_int("--kv-cache-mb", 0) << 20;
+  o.block_length = args.get_int32("--block-length", o.block_length);
+  o.max_num_seqs = args.get_int32("--max-num-seqs", o.max_num_seqs);
+  o.max_model_len = args.get_int32("--max-model-len", o.max_model_len);
+  o.kvcache_page_size = args.get_int32("--kv-page-size", o.kvcache_page_size);
+  const long long kv_cache_mb = args.get_int("--kv-cache-mb", 0);
+  JET_CHECK(kv_cache_mb >= 0 && kv_cache_mb <= (INT64_MAX >> 20), "flag --kv-cache-mb expects a size in MiB, got ",
+            kv_cache_mb);
+  o.kv_cache_memory_bytes = static_cast<int64_t>(kv_cache_mb) << 20;
   o.num_kvcache_pages = args.get_int("--kv-pages", o.num_kvcache_pages);
   o.gpu_memory_utilization = args.get_double("--gpu-memory-utilization", o.gpu_memory_utilization);
-  o.mask_token_id = static_cast<int32_t>(args.get_int("--mask-token-id", o.mask_token_id));
-  o.num_threads = static_cast<int>(args.get_int("--threads", o.num_threads));
+  o.mask_token_id = args.get_int32("--mask-token-id", o.mask_token_id);
+  o.num_threads = args.get_int32("--threads", o.num_threads);
   o.enable_prefix_caching = !args.has("--no-prefix-caching");
   o.enforce_eager = args.has("--enforce-eager");
   o.load_format = args.get("--load-format").value_or(o.load_format);

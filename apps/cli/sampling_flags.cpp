@@ -45,20 +45,23 @@ std::set<std::string> with_sampling_bool_flags(std::set<std::string> flags) {
 SamplingParams read_sampling(const ArgParser& args, const Engine& engine) {
   SamplingParams p;
   p.temperature = args.get_double("--temperature", p.temperature);
-  p.top_k = static_cast<int>(args.get_int("--top-k", p.top_k));
+  p.top_k = args.get_int32("--top-k", p.top_k);
   p.top_p = args.get_double("--top-p", p.top_p);
   p.repetition_penalty = args.get_double("--repetition-penalty", p.repetition_penalty);
-  p.max_tokens = static_cast<int>(args.get_int("--max-tokens", p.max_tokens));
-  p.denoising_steps = static_cast<int>(args.get_int("--denoising-steps", p.denoising_steps));
+  p.max_tokens = args.get_int32("--max-tokens", p.max_tokens);
+  p.denoising_steps = args.get_int32("--denoising-steps", p.denoising_steps);
   p.remasking_strategy = args.get("--strategy").value_or(p.remasking_strategy);
   p.dynamic_threshold = args.get_double("--dynamic-threshold", p.dynamic_threshold);
   p.dynamic_factor = args.get_double("--dynamic-factor", p.dynamic_factor);
   p.eb_threshold = args.get_double("--eb-threshold", p.eb_threshold);
-  p.diversity_enforce_barrier =
-      static_cast<int>(args.get_int("--diversity-enforce-barrier", p.diversity_enforce_barrier));
+  p.diversity_enforce_barrier = args.get_int32("--diversity-enforce-barrier", p.diversity_enforce_barrier);
   p.epsilon_greedy = args.get_double("--epsilon-greedy", p.epsilon_greedy);
   p.ignore_eos = args.has("--ignore-eos");
-  if (args.has("--seed")) p.seed = static_cast<uint64_t>(args.get_int("--seed", 0));
+  if (args.has("--seed")) {
+    const long long seed = args.get_int("--seed", 0);
+    JET_CHECK(seed >= 0, "flag --seed expects a non-negative integer, got ", seed);
+    p.seed = static_cast<uint64_t>(seed);
+  }
   if (auto ids = args.get("--stop-token-ids")) {
     std::stringstream ss(*ids);
     for (std::string item; std::getline(ss, item, ',');) {

@@ -25,21 +25,20 @@ std::vector<int32_t> token_ids(const JsonObject& body, const std::string& key) {
 }
 
 SamplingParams read_sampling(const JsonObject& body, Endpoint endpoint, SamplingParams p) {
-  p.max_tokens = static_cast<int>(body.get_int("max_tokens", p.max_tokens));
+  p.max_tokens = body.get_int32("max_tokens", p.max_tokens);
   if (endpoint == Endpoint::ChatCompletions) {
-    p.max_tokens = static_cast<int>(body.get_int("max_completion_tokens", p.max_tokens));
+    p.max_tokens = body.get_int32("max_completion_tokens", p.max_tokens);
   }
   p.temperature = body.get_number("temperature", p.temperature);
   p.top_p = body.get_number("top_p", p.top_p);
-  p.top_k = static_cast<int>(body.get_int("top_k", p.top_k));
+  p.top_k = body.get_int32("top_k", p.top_k);
   p.repetition_penalty = body.get_number("repetition_penalty", p.repetition_penalty);
   p.ignore_eos = body.get_bool("ignore_eos", p.ignore_eos);
-  p.denoising_steps = static_cast<int>(body.get_int("denoising_steps", p.denoising_steps));
+  p.denoising_steps = body.get_int32("denoising_steps", p.denoising_steps);
   p.dynamic_threshold = body.get_number("dynamic_threshold", p.dynamic_threshold);
   p.dynamic_factor = body.get_number("dynamic_factor", p.dynamic_factor);
   p.eb_threshold = body.get_number("eb_threshold", p.eb_threshold);
-  p.diversity_enforce_barrier =
-      static_cast<int>(body.get_int("diversity_enforce_barrier", p.diversity_enforce_barrier));
+  p.diversity_enforce_barrier = body.get_int32("diversity_enforce_barrier", p.diversity_enforce_barrier);
   p.epsilon_greedy = body.get_number("epsilon_greedy", p.epsilon_greedy);
   p.remasking_strategy = body.get_string("remasking_strategy", p.remasking_strategy);
   if (body.has("seed")) {

@@ -1,6 +1,7 @@
 // JsonObject: typed, error-naming access to the keys of a JSON object (checkpoint files, request bodies).
 #include "core/json_object.h"
 
+#include <cstdint>
 #include <limits>
 
 #include "core/error.h"
@@ -84,6 +85,12 @@ std::string JsonObject::get_string(const std::string& key) const {
 
 int64_t JsonObject::get_int(const std::string& key, int64_t fallback) const {
   return has(key) ? get_int(key) : fallback;
+}
+
+int JsonObject::get_int32(const std::string& key, int fallback) const {
+  const int64_t value = get_int(key, fallback);
+  if (value < INT32_MIN || value > INT32_MAX) wrong_type(key, "an integer in [-2^31, 2^31)");
+  return static_cast<int>(value);
 }
 
 double JsonObject::get_number(const std::string& key, double fallback) const {

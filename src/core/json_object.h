@@ -42,6 +42,7 @@ class JsonObject {
 
   // Optional keys: `fallback` when absent; a present value of the wrong type is still an error.
   int64_t get_int(const std::string& key, int64_t fallback) const;
+  int get_int32(const std::string& key, int fallback) const;  // an integer an int holds
   double get_number(const std::string& key, double fallback) const;
   bool get_bool(const std::string& key, bool fallback) const;
   std::string get_string(const std::string& key, std::string fallback) const;

@@ -97,6 +97,11 @@ def test_prefix_caching_does_not_change_outputs(sdar):
     (["--max-model-len", "11"], "past max_model_len"),
     (["--max-model-len", "9"], "more than max_model_len 9"),
     (["--max-tokens", "0"], "max_tokens must be >= 1"),
+    (["--max-tokens", "4294967301"], "flag --max-tokens expects an integer in [-2^31, 2^31), got 4294967301"),
+    (["--seed", "-3"], "flag --seed expects a non-negative integer, got -3"),
+    (["--kv-cache-mb", "-1"], "flag --kv-cache-mb expects a size in MiB, got -1"),
+    (["--epsilon-greedy", "2"], "epsilon_greedy must be in [0, 1], got 2"),
+    (["--diversity-enforce-barrier", "-5"], "diversity_enforce_barrier must be >= 0 (or -1: off), got -5"),
 ])
 def test_bad_input_is_a_clear_error(sdar, flags, message):
     path = write_prompts(sdar / "one.jsonl", random_prompts(1, low=10, high=11))

@@ -114,6 +114,8 @@ TEST(OpenAiApi, ErrorsNameTheRequestBodyAndTheKey) {
             "the request body: key 'temperature' must be a number, got string \"hot\"");
   EXPECT_EQ(error_of(Endpoint::Completions, R"({"prompt": "a", "seed": -1})"),
             "the request body: key 'seed' must be a non-negative integer, got -1");
+  EXPECT_EQ(error_of(Endpoint::Completions, R"({"prompt": "a", "max_tokens": 4294967301})"),
+            "the request body: key 'max_tokens' must be an integer in [-2^31, 2^31), got integer 4294967301");
   EXPECT_EQ(error_of(Endpoint::ChatCompletions, R"({"messages": [{"role": "user"}, {"content": "x"}]})"),
             "the request body's messages[1]: missing required key 'role'");
   EXPECT_EQ(error_of(Endpoint::ChatCompletions, R"({"messages": [{"role": "user", "content": 5}]})"),
