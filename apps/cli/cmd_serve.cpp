@@ -56,8 +56,10 @@ int cmd_serve(const Args& raw) {
   options.port = args.get_int32("--port", options.port);
   JET_CHECK(options.port >= 0 && options.port <= 65535, "--port must be in [0, 65535], got ", options.port);
   options.max_active = args.get_int32("--max-active", 0);
-  options.model_name = args.get("--served-model-name")
-                           .value_or(std::filesystem::path(args.require("--model")).lexically_normal().filename().string());
+  // The default name is the model folder's: "models/sdar-tiny-arith/" names sdar-tiny-arith too.
+  std::filesystem::path folder = std::filesystem::path(args.require("--model")).lexically_normal();
+  if (folder.filename().empty()) folder = folder.parent_path();
+  options.model_name = args.get("--served-model-name").value_or(folder.filename().string());
   if (options.model_name.empty()) options.model_name = args.require("--model");
   // The default 4 denoising steps, capped at the block length as generate does.
   options.defaults.denoising_steps = std::min(options.defaults.denoising_steps, engine.summary().block_length);

@@ -13,6 +13,7 @@
 #include "arg_parser.h"
 #include "commands.h"
 #include "core/error.h"
+#include "core/json_object.h"
 #include "jet/tokenizer.h"
 
 namespace jet::cli {
@@ -60,7 +61,7 @@ void for_each_line(std::string_view input, Handle&& handle) {
 nlohmann::json parse_json(std::string_view text, const char* expected) {
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax, and numbers past double's range
     throw Error(str("expected ", expected, ": ", e.what()));
   }
 }
@@ -73,7 +74,7 @@ std::vector<int32_t> ids_from_json(const nlohmann::json& value) {
     const nlohmann::json& id = value[i];
     JET_CHECK(id.is_number_integer() && id.get<int64_t>() >= std::numeric_limits<int32_t>::min() &&
                   id.get<int64_t>() <= std::numeric_limits<int32_t>::max(),
-              "element ", i, " of the id array is ", id.dump(), ", not a 32-bit integer");
+              "element ", i, " of the id array is ", json_excerpt(id), ", not a 32-bit integer");
     ids.push_back(id.get<int32_t>());
   }
   return ids;

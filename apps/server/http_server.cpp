@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <ctime>
 #include <deque>
@@ -31,9 +32,9 @@ constexpr size_t kMaxBodyBytes = size_t{16} << 20;
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 void respond_error(httplib::Response& res, int status, const std::string& message) {
-  const char* type = status == 400   ? "invalid_request_error"
-                     : status == 404 ? "not_found_error"
+  const char* type = status == 404   ? "not_found_error"
                      : status == 503 ? "unavailable"
+                     : status < 500  ? "invalid_request_error"
                                      : "server_error";
   res.status = status;
   res.set_content(dump(error_body(message, type, status)), "application/json");
@@ -90,6 +91,37 @@ class Reply {
   std::atomic<bool> abandoned_{false};
 };
 
+// Reads the request body through a ContentReader (httplib's own read caps a body sent as
+// application/x-www-form-urlencoded, what `curl -d` sends, at 8 KiB, with an empty 413). False
+// when the body is larger than kMaxBodyBytes or the connection broke.
+bool read_body(const httplib::ContentReader& read, std::string& body) {
+  return read([&body](const char* data, size_t size) {
+    if (body.size() + size > kMaxBodyBytes) return false;
+    body.append(data, size);
+    return true;
+  });
+}
+
+// What a 4xx / 5xx that httplib answers itself (before any route runs) means, for its JSON body.
+std::string status_message(const httplib::Request& req, int status) {
+  switch (status) {
+    case 400: return "malformed HTTP request";
+    case 404: return "no route " + req.method + " " + req.path;
+    case 405: return "method " + req.method + " is not allowed on " + req.path;
+    case 413: return str("the request body exceeds ", kMaxBodyBytes >> 20, " MiB (or its connection broke)");
+    case 414: return "the request URI is too long";
+    default: return str("HTTP status ", status);
+  }
+}
+
+// A TCP option set: address reuse, for a quick restart on the same port, and nothing more. (httplib's
+// default also sets SO_REUSEPORT, which lets a second server bind the same port silently and take
+// half of its connections.)
+void reuse_address(socket_t sock) {
+  const int yes = 1;
+  ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+}
+
 bool send_event(httplib::DataSink& sink, const std::string& data) {
   const std::string event = "data: " + data + "\n\n";
   return sink.write(event.data(), event.size());
@@ -111,10 +143,27 @@ struct HttpServer::Impl {
 
   std::atomic<uint64_t> next_id{0}, ok{0}, rejected{0}, aborted{0}, prompt_tokens{0}, completion_tokens{0};
 
+  // Generate responses still being written (a stream's events outlive its handler): serve() waits
+  // for them before it stops the HTTP side, so a stop never cuts a stream in flight.
+  int open_responses = 0;  // guarded by mutex
+  std::condition_variable responses_closed;
+  struct OpenResponse {
+    Impl& s;
+    explicit OpenResponse(Impl& server) : s(server) {
+      std::lock_guard lock(s.mutex);
+      ++s.open_responses;
+    }
+    ~OpenResponse() {
+      std::lock_guard lock(s.mutex);
+      --s.open_responses;
+      s.responses_closed.notify_all();
+    }
+  };
+
   Impl(Engine& e, ServerOptions o) : engine(e), options(std::move(o)) {}
 
   void routes();
-  void generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  void generate(Endpoint endpoint, const std::string& body, httplib::Response& res);
   bool take(size_t room, bool idle, std::vector<ServeRequest>& out);
   void finished(const std::shared_ptr<Reply>& reply) {
     std::lock_guard lock(mutex);
@@ -126,11 +175,18 @@ struct HttpServer::Impl {
 void HttpServer::Impl::routes() {
   http.new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
   http.set_payload_max_length(kMaxBodyBytes);
-  http.Post("/v1/completions",
-            [this](const httplib::Request& req, httplib::Response& res) { generate(Endpoint::Completions, req, res); });
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    generate(Endpoint::ChatCompletions, req, res);
-  });
+  for (const auto& [path, endpoint] : {std::pair{"/v1/completions", Endpoint::Completions},
+                                       std::pair{"/v1/chat/completions", Endpoint::ChatCompletions}}) {
+    http.Post(path, [this, endpoint = endpoint](const httplib::Request& req, httplib::Response& res,
+                                                const httplib::ContentReader& read) {
+      std::string body;
+      if (!read_body(read, body)) {
+        ++rejected;
+        return respond_error(res, 413, status_message(req, 413));
+      }
+      generate(endpoint, body, res);
+    });
+  }
   http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     const json model = {{"id", options.model_name}, {"object", "model"}, {"owned_by", "jetengine"}};
     res.set_content(dump({{"object", "list"}, {"data", json::array({model})}}), "application/json");
@@ -141,8 +197,13 @@ void HttpServer::Impl::routes() {
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics(), "text/plain; version=0.0.4");
   });
+  // Every error gets a JSON body; a known path asked with the wrong method is a 405.
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-    if (res.status == 404) respond_error(res, 404, "no route " + req.method + " " + req.path);
+    if (!res.body.empty()) return;
+    static const std::set<std::string> kPosts = {"/v1/completions", "/v1/chat/completions"};
+    static const std::set<std::string> kGets = {"/v1/models", "/health", "/metrics"};
+    if (res.status == 404 && (kPosts.count(req.path) || kGets.count(req.path))) res.status = 405;
+    respond_error(res, res.status, status_message(req, res.status));
   });
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr e) {
     std::string message = "internal error";
@@ -156,10 +217,11 @@ void HttpServer::Impl::routes() {
   });
 }
 
-void HttpServer::Impl::generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+void HttpServer::Impl::generate(Endpoint endpoint, const std::string& body, httplib::Response& res) {
+  const auto open = std::make_shared<OpenResponse>(*this);
   ParsedRequest parsed;
   try {
-    parsed = parse_request(endpoint, req.body, engine, options.defaults);
+    parsed = parse_request(endpoint, body, engine, options.defaults);
   } catch (const Error& e) {
     ++rejected;
     return respond_error(res, 400, e.what());
@@ -205,8 +267,8 @@ void HttpServer::Impl::generate(Endpoint endpoint, const httplib::Request& req, 
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, reply, endpoint, id, created, texts = std::move(texts), done = done, include_usage = parsed.include_usage,
-       first = true](size_t, httplib::DataSink& sink) mutable {
+      [this, open, reply, endpoint, id, created, texts = std::move(texts), done = done,
+       include_usage = parsed.include_usage, first = true](size_t, httplib::DataSink& sink) mutable {
         for (const std::string& text : texts) {
           if (!send_event(sink, dump(stream_chunk(endpoint, id, created, options.model_name, text, "", first)))) {
             reply->abandon();  // the client left: the engine stops decoding for it
@@ -275,6 +337,7 @@ HttpServer::HttpServer(Engine& engine, ServerOptions options)
 
 HttpServer::~HttpServer() {
   stop();
+  impl_->http.stop();
   if (impl_->listener.joinable()) impl_->listener.join();
 }
 
@@ -287,7 +350,7 @@ int HttpServer::listen() {
   // it again with the system's maximum backlog, which a listening socket accepts.
   int listening_socket = -1;
   s.http.set_socket_options([&listening_socket](socket_t sock) {
-    httplib::default_socket_options(sock);
+    reuse_address(sock);
     listening_socket = sock;
   });
   const int port = s.options.port == 0 ? s.http.bind_to_any_port(s.options.host)
@@ -297,7 +360,7 @@ int HttpServer::listen() {
             " (in use, or not an address of this machine)");
   JET_CHECK(listening_socket >= 0 && ::listen(listening_socket, SOMAXCONN) == 0,
             "cannot raise the listen backlog of ", s.options.host, ":", port);
-  s.http.set_socket_options(httplib::default_socket_options);
+  s.http.set_socket_options(reuse_address);
   s.listener = std::thread([&s] { s.http.listen_after_bind(); });
   return port;
 }
@@ -314,6 +377,12 @@ void HttpServer::serve() {
     s.in_flight.clear();
     throw;
   }
+  // Every request is answered; let the responses still being written finish (a client that stops
+  // reading is cut off by httplib's write timeout, and by this bound at the latest).
+  std::unique_lock lock(s.mutex);
+  s.responses_closed.wait_for(lock, std::chrono::seconds(30), [&s] { return s.open_responses == 0; });
+  lock.unlock();
+  s.http.stop();
 }
 
 void HttpServer::stop() {
@@ -325,7 +394,6 @@ void HttpServer::stop() {
     s.queue.clear();
   }
   s.queued.notify_all();
-  s.http.stop();
 }
 
 }  // namespace jet::server

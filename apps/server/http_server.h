@@ -34,9 +34,9 @@ class HttpServer {
   // port. Throws jet::Error when the address cannot be bound.
   int listen();
   // Runs the engine on this thread until stop(): the requests in flight then finish, those still
-  // queued are answered 503.
+  // queued are answered 503, and once the last response is written the HTTP side stops.
   void serve();
-  // Thread-safe: stops listening and makes serve() return.
+  // Thread-safe: makes serve() return once the requests in flight are answered.
   void stop();
 
  private:

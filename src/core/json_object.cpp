@@ -20,8 +20,31 @@ std::string_view json_type_name(const Json& value) {
   return "binary";
 }
 
+namespace {
+
+// Appends value's compact JSON to out, stopping once out holds more than `limit` characters. Each
+// level of nesting writes a bracket first, so the descent is bounded by the limit too: a request
+// body nested 100,000 deep cannot exhaust the stack, as a full dump would.
+void append_excerpt(const Json& value, size_t limit, std::string& out) {
+  if (!value.is_structured()) {
+    out += value.dump(-1, ' ', false, Json::error_handler_t::replace);
+    return;
+  }
+  out += value.is_array() ? '[' : '{';
+  bool first = true;
+  for (auto it = value.begin(); it != value.end() && out.size() <= limit; ++it, first = false) {
+    if (!first) out += ',';
+    if (value.is_object()) out += Json(it.key()).dump(-1, ' ', false, Json::error_handler_t::replace) + ":";
+    append_excerpt(it.value(), limit, out);
+  }
+  out += value.is_array() ? ']' : '}';
+}
+
+}  // namespace
+
 std::string json_excerpt(const Json& value, size_t max_chars) {
-  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  std::string text;
+  append_excerpt(value, max_chars, text);
   if (text.size() > max_chars) text = text.substr(0, max_chars) + "...";
   return text;
 }
@@ -29,7 +52,7 @@ std::string json_excerpt(const Json& value, size_t max_chars) {
 Json parse_json(std::string_view text, const std::string& source) {
   try {
     return Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // syntax, and numbers past double's range (1e400)
     throw Error(str(source, ": not valid JSON (", e.what(), ")"));
   }
 }

@@ -74,4 +74,9 @@ void BlockManager::release(std::vector<int32_t>& pages) {
   pages.clear();
 }
 
+void BlockManager::forget_prefixes() {
+  cached_.clear();
+  std::fill(page_hashes_.begin(), page_hashes_.end(), 0);
+}
+
 }  // namespace jet

@@ -27,6 +27,9 @@ class BlockManager {
   // page below `cacheable` tokens, so later prompts can share them.
   void publish_prefix(const std::vector<int32_t>& tokens, int cacheable, const std::vector<int32_t>& pages);
   void release(std::vector<int32_t>& pages);  // drops one reference per page; clears the list
+  // Forgets every published prefix (the weights changed, so their K/V is stale); the pages stay
+  // with whoever holds them.
+  void forget_prefixes();
 
  private:
   uint64_t page_hash(uint64_t previous, const int32_t* tokens) const;

@@ -5,6 +5,7 @@
 #include "jet/engine.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <random>
@@ -141,6 +142,7 @@ void Engine::Impl::build_cache() {
     const int64_t useful = int64_t{options.max_num_seqs} * ((options.max_model_len + page_size - 1) / page_size);
     pages = std::min<int64_t>(static_cast<int64_t>(budget / bytes_per_page), useful);
   }
+  JET_CHECK(pages <= INT32_MAX, "num_kvcache_pages ", pages, " is more than the engine can address (2^31 - 1)");
   JET_CHECK(pages >= 1, "the KV-cache budget holds no page of ", bytes_per_page,
             " bytes; raise kv_cache_memory_bytes (or gpu_memory_utilization) or lower kvcache_page_size");
   // A profile times each op by synchronising after it, which a recorded forward would hide.
@@ -172,20 +174,20 @@ std::vector<int32_t> Engine::Impl::encode_prompt(const Prompt& prompt) const {
 void Engine::Impl::check_fits(const Sequence& seq) const {
   const int B = block_length;
   const int P = seq.prompt_len();
-  JET_CHECK(P >= 1, "prompt ", seq.index, " is empty");
-  JET_CHECK(P <= options.max_model_len, "prompt ", seq.index, " has ", P, " tokens, more than max_model_len ",
+  // The messages name no prompt index: generate prefixes "prompt i: ", and a served request has none.
+  JET_CHECK(P >= 1, "the prompt is empty");
+  JET_CHECK(P <= options.max_model_len, "the prompt has ", P, " tokens, more than max_model_len ",
             options.max_model_len);
   const int prefill = seq.num_prefill(B);
-  JET_CHECK(prefill + B <= options.max_model_len, "prompt ", seq.index, " has ", P,
-            " tokens: with block_length ", B, " its first block would end at ", prefill + B,
-            ", past max_model_len ", options.max_model_len);
+  JET_CHECK(prefill + B <= options.max_model_len, "the prompt has ", P, " tokens: with block_length ", B,
+            " its first block would end at ", prefill + B, ", past max_model_len ", options.max_model_len);
   // The longest this sequence can get; it must fit in the cache alone, so preemption always
-  // leaves the oldest sequence able to finish.
+  // leaves the oldest sequence able to finish. (64-bit: max_tokens may be up to INT32_MAX.)
   const int tail = P - prefill;
-  const int wanted = prefill + (tail + seq.request.max_tokens + B - 1) / B * B;
+  const int64_t wanted = prefill + (int64_t{tail} + seq.request.max_tokens + B - 1) / B * B;
   const int allowed = prefill + (options.max_model_len - prefill) / B * B;
-  const int longest = std::min(wanted, allowed);
-  JET_CHECK(scheduler->pages_for(longest) <= scheduler->total_pages(), "prompt ", seq.index, " may grow to ", longest,
+  const int longest = static_cast<int>(std::min<int64_t>(wanted, allowed));
+  JET_CHECK(scheduler->pages_for(longest) <= scheduler->total_pages(), "the sequence may grow to ", longest,
             " tokens, more than the whole KV cache holds (", scheduler->total_pages(), " pages of ",
             options.kvcache_page_size, "); lower max_tokens or give the cache more memory");
 }
@@ -502,6 +504,7 @@ TensorMap as_tensor_map(const std::vector<WeightView>& views, const std::string&
 
 void Engine::update_weights(const std::vector<WeightView>& weights) {
   impl_->model->update(as_tensor_map(weights, "update_weights"));
+  if (impl_->scheduler) impl_->scheduler->forget_cached_prefixes();  // their K/V came from the old weights
 }
 
 void Engine::offload_parameters() { impl_->model->release(); }
@@ -514,6 +517,7 @@ void Engine::free_all_resources() {
 
 void Engine::load_weights(const std::vector<WeightView>& weights) {
   impl_->model->load(as_tensor_map(weights, "load_weights"));
+  if (impl_->scheduler) impl_->scheduler->forget_cached_prefixes();
 }
 
 void Engine::reload_from_path(const std::string& dir) {

@@ -41,6 +41,8 @@ class Scheduler {
   void cancel(Sequence* seq);
   // Drops every sequence (running ones release their slot and pages).
   void abort_all();
+  // The weights changed: no prompt may reuse K/V computed with the old ones.
+  void forget_cached_prefixes() { pages_.forget_prefixes(); }
   // Preempted sequences since the last call (they lost their slot and pages and wait again).
   std::vector<Sequence*> take_preempted();
 

@@ -2,6 +2,7 @@
 // engine then serves a valid request (nothing half-done is left behind).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 
 #include "core/error.h"
@@ -39,7 +40,9 @@ TEST(EngineErrors, BadRequestsLeaveTheEngineUsable) {
   ASSERT_EQ(reference[0].completion_ids.size(), 8u);
 
   expect_error(engine, {}, greedy(8), "prompt list is empty");
-  expect_error(engine, {std::vector<int32_t>{}}, greedy(8), "is empty");
+  expect_error(engine, {std::vector<int32_t>{}}, greedy(8), "prompt 0: the prompt is empty");
+  expect_error(engine, {prompts[0], std::vector<int32_t>{}}, greedy(8), "prompt 1: the prompt is empty");
+
   auto bad = greedy(8);
   bad.temperature = -0.5;
   expect_error(engine, prompts, bad, "temperature");
@@ -61,6 +64,19 @@ TEST(EngineErrors, BadRequestsLeaveTheEngineUsable) {
 
   const auto again = engine.generate(prompts, {greedy(8)});
   EXPECT_EQ(again[0].token_ids, reference[0].token_ids);
+}
+
+TEST(EngineErrors, HugeMaxTokensStillMeetsTheCacheCheck) {
+  jet::EngineOptions opts;
+  opts.model = tiny_model_dir();
+  opts.device = "cpu";
+  opts.num_kvcache_pages = 2;  // 512 tokens: less than max_model_len
+  jet::Engine engine(opts);
+  auto p = greedy(8);
+  p.max_tokens = INT32_MAX;  // the sequence's longest length must not overflow into "fits"
+  expect_error(engine, {std::vector<int32_t>{5, 6, 7}}, p, "may grow to 4096 tokens, more than the whole KV cache");
+  p.max_tokens = 8;
+  EXPECT_EQ(engine.generate({std::vector<int32_t>{5, 6, 7}}, {p})[0].completion_ids.size(), 8u);
 }
 
 TEST(EngineErrors, BadOptionsAreRejected) {

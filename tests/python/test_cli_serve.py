@@ -1,6 +1,7 @@
 """`jetengine serve` as a process: it prints the port it picked (--port 0), answers an OpenAI chat
-request with the demo model on the CPU, and Ctrl-C (SIGINT) stops it with exit code 0.
-Skipped when the binary (jet_test_utils.CLI) was built without the server."""
+request with the demo model on the CPU, Ctrl-C (SIGINT) stops it with exit code 0, and SIGTERM lets
+a stream in flight finish. Skipped when the binary (jet_test_utils.CLI) was built without the
+server."""
 import json
 import re
 import signal
@@ -15,22 +16,27 @@ from jet_test_utils import CLI, REPO
 MODEL = REPO / "models" / "sdar-tiny-arith"
 
 
-def test_serve_answers_and_stops_on_sigint():
+def start_server(*flags):
     if b"serve" not in subprocess.run([str(CLI), "--help"], capture_output=True, timeout=60).stdout:
         pytest.skip("built without the HTTP server")
-    proc = subprocess.Popen([str(CLI), "serve", "--model", str(MODEL), "--device", "cpu", "--port", "0",
-                             "--kv-cache-mb", "64"], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([str(CLI), "serve", "--device", "cpu", "--port", "0", "--kv-cache-mb", "64", *flags],
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        match = re.search(r"on http://[^:]+:(\d+)", line)
+        if match:
+            return proc, int(match.group(1))
+    proc.kill()
+    proc.wait()
+    raise AssertionError("the server did not say where it listens")
+
+
+def test_serve_answers_and_stops_on_sigint():
+    proc, port = start_server("--model", str(MODEL) + "/")  # the name is still the folder's
     try:
-        port = None
-        deadline = time.time() + 60
-        while port is None and time.time() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            match = re.search(r"on http://[^:]+:(\d+)", line)
-            if match:
-                port = int(match.group(1))
-        assert port, "the server did not say where it listens"
         body = {"messages": [{"role": "user", "content": "What is 4821 + 937?"}], "temperature": 0}
         request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions",
                                          data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
@@ -40,6 +46,30 @@ def test_serve_answers_and_stops_on_sigint():
         assert answer["model"] == "sdar-tiny-arith"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_sigterm_lets_a_stream_in_flight_finish():
+    proc, port = start_server("--model", str(MODEL), "--max-active", "1")
+    try:
+        body = {"prompt": "1+1=", "max_tokens": 1500, "ignore_eos": True, "temperature": 0, "stream": True}
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        events = []
+        with urllib.request.urlopen(request, timeout=120) as response:
+            for line in response:
+                if line.startswith(b"data: "):
+                    events.append(line[6:].strip())
+                    if len(events) == 1:
+                        proc.send_signal(signal.SIGTERM)  # mid-stream: the stream must still end properly
+        assert events[-1] == b"[DONE]"
+        assert json.loads(events[-2])["choices"][0]["finish_reason"] == "length"
+        text = "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1])
+        assert len(text) > 100
+        assert proc.wait(timeout=60) == 0
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -116,7 +116,7 @@ def test_empty_inputs_are_clear_errors(sdar):
     done = run_cli(["generate", "--model", sdar, "--prompts", empty])
     assert done.returncode == 1 and "prompt list is empty" in done.stderr
     done = run_cli(["generate", "--model", sdar, "--prompt", ""])
-    assert done.returncode == 1 and "prompt 0 is empty" in done.stderr
+    assert done.returncode == 1 and "prompt 0: the prompt is empty" in done.stderr
     path = write_prompts(sdar / "ids.jsonl", [[1, 2, 10 ** 7]])
     done = run_cli(["generate", "--model", sdar, "--prompts", path])
     assert done.returncode == 1 and "outside the vocabulary" in done.stderr

@@ -132,6 +132,24 @@ def test_update_weights_from_a_dict_makes_the_engine_model_b(models, expected, l
     assert decode(llm) == expected[0]
 
 
+@pytest.mark.parametrize("swap", ["update_weights", "offload_then_reload"])
+def test_new_weights_never_reuse_cached_prompt_pages(models, swap):
+    # Prompts of 40 tokens hold two full pages of 16, which prefix caching keeps for later prompts.
+    long_prompts = [list(range(20, 60)), list(range(20, 56)) + [7, 8, 9, 10]]
+
+    def run(llm):
+        return [out["token_ids"] for out in llm.generate(long_prompts, GREEDY, use_tqdm=False)]
+
+    llm = LLM(models[0], **ENGINE)
+    run(llm)  # publishes the prompts' pages, computed with model A's weights
+    if swap == "update_weights":
+        llm.update_weights(weights_of(models[1]))
+    else:
+        llm.offload_parameters()
+        llm.reload_from_hf_model(FakeModel(weights_of(models[1])))
+    assert run(llm) == run(LLM(models[1], **ENGINE))
+
+
 @pytest.mark.parametrize("convert", [
     lambda w: w.astype(np.float64),
     lambda w: np.asfortranarray(w),  # strided: gathered into a copy

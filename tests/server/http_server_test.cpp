@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "http_server.h"
+#include "core/error.h"
 #include "jet/engine.h"
 
 namespace {
@@ -180,6 +181,42 @@ TEST_F(Served, BadRequestsGetJsonErrorsAndTheServerGoesOn) {
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
   EXPECT_EQ(json::parse(missing->body)["error"]["code"], 404);
+  EXPECT_EQ(post("/v1/chat/completions", chat("What is 12 + 30?"))["choices"][0]["message"]["content"], "42");
+}
+
+TEST_F(Served, HttpLevelErrorsAreJsonAndBodiesAreReadWhateverTheirType) {
+  auto error_of = [](const httplib::Result& res, int status) {
+    EXPECT_TRUE(res);
+    if (!res) return std::string();
+    EXPECT_EQ(res->status, status) << res->body;
+    return json::parse(res->body)["error"]["message"].get<std::string>();
+  };
+  EXPECT_EQ(error_of(client().Get("/v1/completions"), 405), "method GET is not allowed on /v1/completions");
+  EXPECT_NE(error_of(client().Post("/v1/completions", std::string(17 << 20, ' '), "application/json"), 413)
+                .find("exceeds 16 MiB"),
+            std::string::npos);
+  EXPECT_NE(error_of(client().Post("/v1/completions", R"({"prompt": "a", "temperature": 1e400})", "application/json"),
+                     400)
+                .find("not valid JSON"),
+            std::string::npos);
+  // Nested 100,000 deep where a prompt belongs: a clear error, not a stack overflow.
+  const std::string deep = R"({"prompt": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  EXPECT_NE(error_of(client().Post("/v1/completions", deep, "application/json"), 400).find("'prompt'"),
+            std::string::npos);
+  // What `curl -d` sends: form-encoded, past httplib's 8 KiB limit for forms.
+  json body = chat("What is 12 + 30?");
+  body["user"] = std::string(10000, 'u');
+  auto form = client().Post("/v1/chat/completions", body.dump(), "application/x-www-form-urlencoded");
+  ASSERT_TRUE(form);
+  ASSERT_EQ(form->status, 200) << form->body;
+  EXPECT_EQ(json::parse(form->body)["choices"][0]["message"]["content"], "42");
+}
+
+TEST_F(Served, ASecondServerCannotTakeTheSamePort) {
+  jet::server::ServerOptions options;
+  options.port = port_;
+  jet::server::HttpServer second(*engine_, options);
+  EXPECT_THROW(second.listen(), jet::Error);
   EXPECT_EQ(post("/v1/chat/completions", chat("What is 12 + 30?"))["choices"][0]["message"]["content"], "42");
 }
 
