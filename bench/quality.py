@@ -44,7 +44,7 @@ def labeled_problems(n, seed):
 
 
 def chat_prompts(llm, problems):
-    return [llm.tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=True) for _, q, _ in problems]
+    return [llm.tokenizer.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True) for _, q, _ in problems]
 
 
 def default_of(parameter):

@@ -53,7 +53,8 @@ def main():
 
     llm = LLM(args.model, device=args.device)
     policy = Policy(args.model)
-    prompts = [llm.tokenizer.apply_chat_template([{"role": "user", "content": f"Count to {n}."}], tokenize=True)
+    prompts = [llm.tokenizer.apply_chat_template([{"role": "user", "content": f"Count to {n}."}],
+                                                 add_generation_prompt=True)
                for n in range(3, 11)]
     rng = np.random.default_rng(0)
     for step in range(args.steps):

@@ -28,7 +28,7 @@ def main():
 
     llm = LLM(args.model, device=args.device, max_num_seqs=args.max_active)
     chats = [[{"role": "user", "content": q}] for q in QUESTIONS for _ in range(args.copies)]
-    prompts = [llm.tokenizer.apply_chat_template(chat, tokenize=True) for chat in chats]
+    prompts = [llm.tokenizer.apply_chat_template(chat, add_generation_prompt=True) for chat in chats]
     params = SamplingParams(temperature=1.0, max_tokens=args.max_tokens, remasking_strategy="low_confidence_dynamic")
 
     start = time.perf_counter()

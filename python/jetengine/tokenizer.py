@@ -24,8 +24,18 @@ class Tokenizer:
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         return self._engine.encode(text, check_bool("add_special_tokens", add_special_tokens))
 
+    def __call__(self, text, add_special_tokens=True):
+        """transformers' tokenizer(text): {"input_ids", "attention_mask"}, for a str or a list of them."""
+        if isinstance(text, (list, tuple)):
+            encoded = [self(t, add_special_tokens) for t in text]
+            return {key: [e[key] for e in encoded] for key in ("input_ids", "attention_mask")}
+        ids = self.encode(text, add_special_tokens)
+        return {"input_ids": ids, "attention_mask": [1] * len(ids)}
+
     def decode(self, token_ids, skip_special_tokens=False):
-        """Ids to text; ids the tokenizer does not know decode to nothing."""
+        """Ids (or one id) to text; ids the tokenizer does not know decode to nothing."""
+        if isinstance(token_ids, numbers.Integral) and not isinstance(token_ids, bool):
+            token_ids = [token_ids]
         ids = check_token_ids("token_ids", token_ids)
         return self._engine.decode(ids, check_bool("skip_special_tokens", skip_special_tokens))
 
@@ -57,35 +67,105 @@ class Tokenizer:
         return _id_or_none(self._engine.pad_id())
 
     @property
+    def eos_token(self):
+        return self.convert_ids_to_tokens(self.eos_token_id) if self.eos_token_id is not None else None
+
+    @property
+    def bos_token(self):
+        return self.convert_ids_to_tokens(self.bos_token_id) if self.bos_token_id is not None else None
+
+    @property
+    def pad_token(self):
+        return self.convert_ids_to_tokens(self.pad_token_id) if self.pad_token_id is not None else None
+
+    def get_vocab(self):
+        """{token: id} for every id the tokenizer knows."""
+        vocab = {}
+        for token_id in range(self.vocab_size):
+            token = self._engine.id_to_token(token_id)
+            if token:
+                vocab[token] = token_id
+        return vocab
+
+    @property
     def vocab_size(self):
         return self._engine.vocab_size()
 
     def __len__(self):
         return self.vocab_size
 
-    def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=False, enable_thinking=None,
-                            tools=None, **template_variables):
-        """Renders the model's chat template (tokenizer_config.json) like transformers does.
+    def apply_chat_template(self, conversation=None, tools=None, add_generation_prompt=False,
+                            continue_final_message=False, tokenize=True, return_dict=False, enable_thinking=None,
+                            **template_variables):
+        """Renders the model's chat template (tokenizer_config.json) as transformers does, with its
+        defaults: token ids, no generation prompt (pass add_generation_prompt=True to generate).
 
-        messages: a list of {"role", "content"} dicts (a list of such lists renders each).
-        tokenize: return ids (encoded without added special tokens) instead of text.
+        conversation: a list of {"role", "content"} dicts (a list of such lists renders each);
+            `messages=` works too.
+        add_generation_prompt: end with the assistant turn's header, where generation starts.
+        continue_final_message: end right after the last message's content, without its end of
+            turn, so that generation continues it; not with add_generation_prompt.
+        tokenize: ids (encoded without added special tokens) instead of text.
+        return_dict: with tokenize, {"input_ids": ids, "attention_mask": ones} as transformers gives.
         enable_thinking: passed to the template when not None (Qwen3 / SDAR thinking mode).
-        tools and further keyword arguments become template variables, as in transformers.
+        tools and further keyword arguments become template variables, as in transformers; its
+        tensor and padding options (chat_template, return_tensors, padding, truncation, max_length,
+        tokenizer_kwargs, return_assistant_tokens_mask) are not supported: TypeError.
         """
-        if _is_batch(messages):
-            return [self.apply_chat_template(m, add_generation_prompt, tokenize, enable_thinking, tools,
-                                             **template_variables) for m in messages]
-        chat, verbatim = _chat_messages(messages)
+        if conversation is None:
+            conversation = template_variables.pop("messages", None)
+        for name in UNSUPPORTED_TEMPLATE_OPTIONS:
+            if template_variables.get(name) not in (None, False):
+                raise TypeError(f"apply_chat_template: {name} is not supported by this tokenizer")
+            template_variables.pop(name, None)
+        options = dict(tools=tools, add_generation_prompt=add_generation_prompt,
+                       continue_final_message=continue_final_message, tokenize=tokenize, return_dict=return_dict,
+                       enable_thinking=enable_thinking, **template_variables)
+        if _is_batch(conversation):
+            rendered = [self.apply_chat_template(c, **options) for c in conversation]
+            if check_bool("return_dict", return_dict):
+                return {key: [r[key] for r in rendered] for key in ("input_ids", "attention_mask")}
+            return rendered
+        chat, verbatim = _chat_messages(conversation)
         variables = dict(template_variables)
         if tools is not None:
             variables["tools"] = tools
         if verbatim:
-            variables["messages"] = list(messages)
+            variables["messages"] = list(conversation)
         if enable_thinking is not None:
             check_bool("enable_thinking", enable_thinking)
+        if check_bool("continue_final_message", continue_final_message) and add_generation_prompt:
+            raise ValueError("continue_final_message and add_generation_prompt cannot both be set")
         text = self._engine.apply_chat_template(chat, check_bool("add_generation_prompt", add_generation_prompt),
                                                 enable_thinking, json.dumps(variables) if variables else "")
-        return self.encode(text, add_special_tokens=False) if check_bool("tokenize", tokenize) else text
+        if continue_final_message:
+            text = _cut_after_final_message(text, conversation[-1])
+        if check_bool("return_dict", return_dict) and not tokenize:
+            raise ValueError("return_dict=True needs tokenize=True")
+        if not check_bool("tokenize", tokenize):
+            return text
+        ids = self.encode(text, add_special_tokens=False)
+        return {"input_ids": ids, "attention_mask": [1] * len(ids)} if return_dict else ids
+
+
+# transformers' apply_chat_template options that shape tensors or swap the template: refused
+# rather than passed to the template as variables.
+UNSUPPORTED_TEMPLATE_OPTIONS = ("chat_template", "return_tensors", "padding", "truncation", "max_length",
+                                "tokenizer_kwargs", "return_assistant_tokens_mask")
+
+
+def _cut_after_final_message(text, message):
+    """The rendered chat up to the end of the last message's content (transformers' rule: the
+    content as given, else stripped, at its last occurrence)."""
+    content = message.get("content") if isinstance(message, Mapping) else None
+    if isinstance(content, list):
+        content = "".join(part.get("text", "") for part in content
+                          if isinstance(part, Mapping) and part.get("type") == "text")
+    if not isinstance(content, str) or content.strip() not in text:
+        raise ValueError("continue_final_message: the final message's content does not appear in the rendered chat")
+    if content not in text:
+        content = content.strip()
+    return text[:text.rindex(content) + len(content)]
 
 
 def _id_or_none(token_id):

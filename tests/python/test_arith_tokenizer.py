@@ -102,7 +102,9 @@ def test_chat_template_renders_as_in_jinja2(llm, bpe, generation_prompt):
     template = template_from_config(config)
     for messages in conversations():
         expected = render(template, hf_variables(messages, generation_prompt, **special_tokens(config)))
-        assert llm.tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt) == expected
-        ids = llm.tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=True)
+        text = llm.tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=False)
+        assert text == expected
+        ids = llm.tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt)
         assert ids == bpe.encode(expected)
-    assert llm.tokenizer.apply_chat_template(conversations()[0]) == PROMPT_4821
+    assert llm.tokenizer.apply_chat_template(conversations()[0], add_generation_prompt=True,
+                                             tokenize=False) == PROMPT_4821

@@ -185,15 +185,45 @@ def test_tokenizer(llm):
 def test_chat_template(llm):
     tok = llm.tokenizer
     messages = [{"role": "user", "content": "What is 2 + 2?"}]
-    text = tok.apply_chat_template(messages)
+    text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     assert text.startswith("<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n")
     assert text.endswith("<|im_start|>assistant\n")
-    assert not tok.apply_chat_template(messages, add_generation_prompt=False).endswith("assistant\n")
-    assert tok.apply_chat_template(messages, tokenize=True) == tok.encode(text, add_special_tokens=False)
-    assert tok.apply_chat_template([messages, messages]) == [text, text]
+    # transformers' defaults: ids, no generation prompt.
+    plain = tok.apply_chat_template(messages)
+    assert plain == tok.encode(text.removesuffix("<|im_start|>assistant\n"), add_special_tokens=False)
+    assert tok.apply_chat_template(conversation=messages, add_generation_prompt=True) == tok.encode(
+        text, add_special_tokens=False)
+    assert tok.apply_chat_template(messages=messages, tokenize=False) == tok.decode(plain)
+    assert tok.apply_chat_template([messages, messages], add_generation_prompt=True, tokenize=False) == [text, text]
+    as_dict = tok.apply_chat_template(messages, return_dict=True)
+    assert as_dict == {"input_ids": plain, "attention_mask": [1] * len(plain)}
     # Keys the C++ messages do not carry reach the template as given.
     named = tok.apply_chat_template([{"role": "user", "content": "hi", "name": "ann"}])
     assert named == tok.apply_chat_template([{"role": "user", "content": "hi"}])
+
+
+def test_chat_template_continues_the_final_message(llm):
+    tok = llm.tokenizer
+    messages = [{"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "It is"}]
+    text = tok.apply_chat_template(messages, continue_final_message=True, tokenize=False)
+    assert text.endswith("It is") and text.count("<|im_end|>") == 1  # the assistant's turn is left open
+    with pytest.raises(ValueError, match="cannot both be set"):
+        tok.apply_chat_template(messages, continue_final_message=True, add_generation_prompt=True)
+    with pytest.raises(TypeError, match="return_tensors"):
+        tok.apply_chat_template(messages, return_tensors="pt")
+    with pytest.raises(ValueError, match="tokenize=True"):
+        tok.apply_chat_template(messages, return_dict=True, tokenize=False)
+
+
+def test_tokenizer_call_decode_of_one_id_and_token_strings(llm):
+    tok = llm.tokenizer
+    ids = tok.encode("hello world")
+    assert tok("hello world") == {"input_ids": ids, "attention_mask": [1] * len(ids)}
+    assert tok(["a", "b"])["input_ids"] == [tok.encode("a"), tok.encode("b")]
+    assert tok.decode(ids[0]) == tok.decode([ids[0]])
+    assert tok.eos_token == tok.convert_ids_to_tokens(tok.eos_token_id)
+    vocab = tok.get_vocab()
+    assert vocab[tok.eos_token] == tok.eos_token_id and len(vocab) <= len(tok)
 
 
 def test_ctrl_c_stops_generation_and_the_engine_stays_usable(llm):
