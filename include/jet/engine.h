@@ -61,6 +61,9 @@ struct SamplingParams {
   std::optional<uint64_t> seed;   // reproducible output, independent of the batch
 };
 
+// The names SamplingParams::remasking_strategy accepts (docs/decoding.md §4), in a fixed order.
+std::vector<std::string> remasking_strategies();
+
 // A prompt is text (tokenized without special-token additions) or token ids.
 using Prompt = std::variant<std::string, std::vector<int32_t>>;
 

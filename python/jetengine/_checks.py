@@ -34,9 +34,12 @@ def check_float(name, value, minimum=None, maximum=None, above=None):
 
 
 def check_bool(name, value):
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
-    return value
+    """True or False, numpy's too (not 0, 1 or None); returns a Python bool."""
+    if isinstance(value, bool):
+        return value
+    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool_", "bool"):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
 
 
 def check_choice(name, value, choices):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from . import _jetengine
-from ._checks import check_bool, check_float, check_int, check_token_ids
+from ._checks import check_bool, check_choice, check_float, check_int, check_token_ids
 
 
 @dataclass
@@ -69,9 +69,8 @@ class SamplingParams:
         p.top_k = check_int("topk", self.topk, minimum=-(2**31), maximum=2**31 - 1)
         p.top_p = check_float("topp", self.topp, maximum=1.0, above=0.0)
         p.repetition_penalty = check_float("repetition_penalty", self.repetition_penalty, above=0.0)
-        if not isinstance(self.remasking_strategy, str):
-            raise TypeError(f"remasking_strategy must be a str, got {type(self.remasking_strategy).__name__}")
-        p.remasking_strategy = self.remasking_strategy  # the engine checks the name
+        p.remasking_strategy = check_choice("remasking_strategy", self.remasking_strategy,
+                                            _jetengine.remasking_strategies())
         p.dynamic_factor = check_float("dynamic_factor", self.dynamic_factor, above=0.0)
         if self.seed is not None:
             p.seed = check_int("seed", self.seed, minimum=0, maximum=2**64 - 1)

@@ -31,6 +31,8 @@ void bind_options(py::module_& m) {
       .def_readwrite("gpu_memory_utilization", &jet::EngineOptions::gpu_memory_utilization)
       .def_readwrite("load_format", &jet::EngineOptions::load_format);
 
+  m.def("remasking_strategies", &jet::remasking_strategies, "The names remasking_strategy accepts");
+
   py::class_<jet::SamplingParams>(m, "SamplingParams", "jet::SamplingParams (include/jet/engine.h)")
       .def(py::init<>())
       .def_readwrite("temperature", &jet::SamplingParams::temperature)

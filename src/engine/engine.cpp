@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
+#include "sampling/remasking.h"
 #include "engine/scheduler.h"
 #include "model/tensor_source.h"
 #include "model/model.h"
@@ -91,8 +92,8 @@ Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts
     log_warn("block_length ", block_length, " differs from the block size the model was trained with (",
              c.block_size, "); quality may suffer");
   }
-  JET_CHECK(options.kvcache_page_size % block_length == 0, "kvcache_page_size ", options.kvcache_page_size,
-            " must be a multiple of block_length ", block_length);
+  JET_CHECK(options.kvcache_page_size % block_length == 0, "the KV-cache page size ", options.kvcache_page_size,
+            " (kvcache_page_size; Python: kvcache_block_size) must be a multiple of block_length ", block_length);
   const int32_t mask_id = options.mask_token_id >= 0 ? options.mask_token_id : c.mask_token_id;
   JET_CHECK(mask_id >= 0 && mask_id < c.vocab, "mask_token_id ", mask_id, " is outside the vocabulary [0, ",
             c.vocab, ")");
@@ -194,7 +195,7 @@ void Engine::Impl::check_fits(const Sequence& seq) const {
 
 void Engine::Impl::require_resources() {
   JET_CHECK(model->has_weights(), "the engine's weights were freed (offload_parameters / free_all_resources); "
-            "call load_weights or reload_from_path first");
+            "load a whole set first (load_weights, Python's reload_from_hf_model, or reload_from_path)");
   if (!runner) build_cache();
 }
 
@@ -398,6 +399,14 @@ void Engine::Impl::run(std::vector<Sequence>& seqs, int max_active, const Output
       [&] {
         if (progress) progress(done, seqs.size(), tokens);
       });
+}
+
+std::vector<std::string> remasking_strategies() {
+  std::vector<std::string> names;
+  for (int i = 0; i <= static_cast<int>(Strategy::EntropyBounded); ++i) {
+    names.emplace_back(strategy_name(static_cast<Strategy>(i)));
+  }
+  return names;
 }
 
 Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>(options)) {}

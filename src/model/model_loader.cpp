@@ -3,6 +3,8 @@
 // projections that run as one GEMM are stacked here (q|k|v, gate|up) and converted to the
 // backend's compute dtype. Each checkpoint tensor's place is remembered for in-place updates.
 // load_model can also fill the model with random weights (model/random_weights.h) instead.
+#include <cstring>
+#include <utility>
 #include <vector>
 
 #include "model/checkpoint.h"
@@ -132,21 +134,40 @@ void Model::load(const TensorSource& source) {
 }
 
 void Model::update(const TensorSource& source) {
-  JET_CHECK(has_weights(), "update_weights: the weights were freed; use load_weights or reload_from_path");
+  JET_CHECK(has_weights(), "update_weights: the weights were freed; load a whole set first (load_weights, "
+            "Python's reload_from_hf_model, or reload_from_path)");
   std::map<std::string, std::vector<int64_t>> expected;
   for (const ExpectedTensor& t : expected_tensors(config_)) expected[t.name] = t.shape;
+  // A tied head given under its own name (a state_dict gathered tensor by tensor holds two copies)
+  // is the embedding: written there, and when the embedding comes too, it must be the same.
+  const ModelWeightNames names = model_weight_names(config_);
+  std::vector<std::pair<const TensorInfo*, std::string>> writes;  // tensor, the slot it goes to
   for (const std::string& name : source.names()) {
-    auto it = expected.find(name);
+    const TensorInfo& t = *source.find(name);
+    if (!names.tied_alias.empty() && name == names.tied_alias) {
+      const TensorInfo* embed = source.find(names.embed);
+      JET_CHECK(!embed || (embed->dtype == t.dtype && embed->shape == t.shape && embed->nbytes == t.nbytes &&
+                           std::memcmp(embed->data, t.data, t.nbytes) == 0),
+                source.description(), ": '", name, "' is this model's tied embedding '", names.embed,
+                "', and differs from it: give one of them, or both equal");
+      if (!embed) writes.emplace_back(&t, names.embed);
+      continue;
+    }
+    writes.emplace_back(&t, name);
+  }
+  for (const auto& [tensor, slot] : writes) {
+    const std::string& name = tensor->name;
+    auto it = expected.find(slot);
     JET_CHECK(it != expected.end(), source.description(), ": '", name, "' is not a weight of this ",
               family_name(config_.family), " model");
-    const TensorInfo& t = *source.find(name);
+    const TensorInfo& t = *tensor;
     JET_CHECK(t.shape == it->second, source.description(), ": tensor '", name, "' has shape ", shape_string(t.shape),
               ", expected ", shape_string(it->second));
     JET_CHECK(t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16, source.description(),
               ": tensor '", name, "' has dtype ", dtype_name(t.dtype), ", expected BF16, F16 or F32");
   }
   TensorWriter writer(backend_);
-  for (const std::string& name : source.names()) writer.write(*source.find(name), slots_.at(name).data);
+  for (const auto& [tensor, slot] : writes) writer.write(*tensor, slots_.at(slot).data);
 }
 
 void Model::release() {

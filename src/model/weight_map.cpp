@@ -98,7 +98,7 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 
 ModelWeightNames model_weight_names(const ModelConfig& config) {
   const NamingScheme& s = scheme(config);
-  return {s.embed, s.final_norm, config.tied ? s.embed : s.lm_head};
+  return {s.embed, s.final_norm, config.tied ? s.embed : s.lm_head, config.tied ? s.lm_head : ""};
 }
 
 LayerWeightNames layer_weight_names(const ModelConfig& config, int64_t layer) {

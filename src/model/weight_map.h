@@ -17,6 +17,9 @@ struct ModelWeightNames {
   std::string embed;       // [vocab, hidden]
   std::string final_norm;  // [hidden]
   std::string lm_head;     // [vocab, hidden]
+  // A tied model's state_dict also lists its embedding under the untied head's name; empty when
+  // the config does not tie them.
+  std::string tied_alias;
 };
 
 // Tensors of one layer. An empty name means the family or this layer has no such tensor.

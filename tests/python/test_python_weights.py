@@ -246,3 +246,27 @@ def test_a_tied_head_given_as_the_embedding_is_passed_once(models, tmp_path):
     weights["lm_head.weight"] = weights[EMBEDDING]
     llm.update_weights(weights)
     assert decode(llm) == decode(LLM(tied[1], **ENGINE))
+
+
+def test_a_tied_head_given_as_its_own_copy_is_the_embedding(models, tmp_path):
+    """A state_dict gathered tensor by tensor (.cpu() each, FSDP) holds the tied head as a copy."""
+    tied = []
+    for model in models:
+        folder = shutil.copytree(model, tmp_path / model.name)
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, "tie_word_embeddings": True}))
+        tied.append(folder)
+    expected = decode(LLM(tied[1], **ENGINE))
+    llm = LLM(tied[0], **ENGINE)
+    weights = weights_of(tied[1])
+    weights["lm_head.weight"] = weights[EMBEDDING].copy()
+    llm.update_weights(weights)
+    assert decode(llm) == expected
+    llm = LLM(tied[0], **ENGINE)  # the head alone updates the embedding it is
+    llm.update_weights({"lm_head.weight": weights[EMBEDDING].copy(),
+                        **{n: w for n, w in weights.items() if n not in (EMBEDDING, "lm_head.weight")}})
+    assert decode(llm) == expected
+    weights["lm_head.weight"] = weights[EMBEDDING] + 1.0
+    with pytest.raises(ValueError, match="'lm_head.weight' is this model's tied embedding"):
+        llm.update_weights(weights)
+    assert decode(llm) == expected  # nothing changed
