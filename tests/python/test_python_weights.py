@@ -233,14 +233,20 @@ def test_reload_from_hf_model_with_a_missing_tensor_keeps_the_weights(models, ex
     assert decode(llm) == expected[0]
 
 
-def test_a_tied_head_given_as_the_embedding_is_passed_once(models, tmp_path):
-    """torch's state_dict() of a tied model lists the embedding twice, also as lm_head.weight."""
+def tied_copies(models, tmp_path):
+    """Copies of the two models whose config ties the head to the embedding."""
     tied = []
     for model in models:
         folder = shutil.copytree(model, tmp_path / model.name)
         config = json.loads((folder / "config.json").read_text())
         (folder / "config.json").write_text(json.dumps({**config, "tie_word_embeddings": True}))
         tied.append(folder)
+    return tied
+
+
+def test_a_tied_head_given_as_the_embedding_is_passed_once(models, tmp_path):
+    """torch's state_dict() of a tied model lists the embedding twice, also as lm_head.weight."""
+    tied = tied_copies(models, tmp_path)
     llm = LLM(tied[0], **ENGINE)
     weights = weights_of(tied[1])
     weights["lm_head.weight"] = weights[EMBEDDING]
@@ -250,12 +256,7 @@ def test_a_tied_head_given_as_the_embedding_is_passed_once(models, tmp_path):
 
 def test_a_tied_head_given_as_its_own_copy_is_the_embedding(models, tmp_path):
     """A state_dict gathered tensor by tensor (.cpu() each, FSDP) holds the tied head as a copy."""
-    tied = []
-    for model in models:
-        folder = shutil.copytree(model, tmp_path / model.name)
-        config = json.loads((folder / "config.json").read_text())
-        (folder / "config.json").write_text(json.dumps({**config, "tie_word_embeddings": True}))
-        tied.append(folder)
+    tied = tied_copies(models, tmp_path)
     expected = decode(LLM(tied[1], **ENGINE))
     llm = LLM(tied[0], **ENGINE)
     weights = weights_of(tied[1])
