@@ -160,6 +160,8 @@ struct HttpServer::Impl {
     }
   };
 
+  std::set<std::string> routed_paths;  // filled by routes(), then only read
+
   Impl(Engine& e, ServerOptions o) : engine(e), options(std::move(o)) {}
 
   void routes();
@@ -177,6 +179,7 @@ void HttpServer::Impl::routes() {
   http.set_payload_max_length(kMaxBodyBytes);
   for (const auto& [path, endpoint] : {std::pair{"/v1/completions", Endpoint::Completions},
                                        std::pair{"/v1/chat/completions", Endpoint::ChatCompletions}}) {
+    routed_paths.insert(path);
     http.Post(path, [this, endpoint = endpoint](const httplib::Request& req, httplib::Response& res,
                                                 const httplib::ContentReader& read) {
       std::string body;
@@ -187,22 +190,24 @@ void HttpServer::Impl::routes() {
       generate(endpoint, body, res);
     });
   }
-  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+  auto get = [this](const char* path, httplib::Server::Handler handler) {
+    routed_paths.insert(path);
+    http.Get(path, std::move(handler));
+  };
+  get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     const json model = {{"id", options.model_name}, {"object", "model"}, {"owned_by", "jetengine"}};
     res.set_content(dump({{"object", "list"}, {"data", json::array({model})}}), "application/json");
   });
-  http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+  get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
   });
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics(), "text/plain; version=0.0.4");
   });
-  // Every error gets a JSON body; a known path asked with the wrong method is a 405.
-  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  // Every error gets a JSON body; a routed path asked with another method is a 405.
+  http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    static const std::set<std::string> kPosts = {"/v1/completions", "/v1/chat/completions"};
-    static const std::set<std::string> kGets = {"/v1/models", "/health", "/metrics"};
-    if (res.status == 404 && (kPosts.count(req.path) || kGets.count(req.path))) res.status = 405;
+    if (res.status == 404 && routed_paths.count(req.path)) res.status = 405;
     respond_error(res, res.status, status_message(req, res.status));
   });
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr e) {

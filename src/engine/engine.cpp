@@ -36,7 +36,7 @@ struct Engine::Impl {
   RequestLimits limits;
   int block_length = 0;
   std::mt19937_64 seed_source{std::random_device{}()};
-  size_t num_preemptions = 0;  // in the current generate call
+  size_t num_preemptions = 0;  // since the engine last ran dry (reported then)
   double device_idle_seconds = 0;  // see Engine::device_idle_seconds
 
   explicit Impl(const EngineOptions& opts);
@@ -345,6 +345,13 @@ void Engine::Impl::loop(size_t max_active, const AdmitFn& admit, const CancelFn&
     ~DrainOnExit() { scheduler.abort_all(); }
   } drain{*scheduler};
   num_preemptions = 0;
+  // Said whenever the engine runs dry, so a server that never stops says it too.
+  auto report_preemptions = [this] {
+    if (num_preemptions == 0) return;
+    log_warn(num_preemptions, " preemptions: the KV cache could not hold every running sequence, so some were ",
+             "restarted (same outputs, lost work); give the cache more memory or lower max_num_seqs");
+    num_preemptions = 0;
+  };
   if (runner) runner->restart_idle_clock();
   while (open || in_flight > 0) {
     if (open) {
@@ -372,10 +379,7 @@ void Engine::Impl::loop(size_t max_active, const AdmitFn& admit, const CancelFn&
       on_finished(*seq);
     }
     after_step();
-  }
-  if (num_preemptions > 0) {
-    log_warn(num_preemptions, " preemptions: the KV cache could not hold every running sequence, so some were ",
-             "restarted (same outputs, lost work); give the cache more memory or lower max_num_seqs");
+    if (in_flight == 0) report_preemptions();
   }
 }
 
