@@ -60,7 +60,9 @@ Checkpoint::Checkpoint(const std::string& model_dir) : dir_(model_dir) {
   } else {
     for (const auto& path : safetensors_in(dir_)) add_shard(path);
   }
-  JET_CHECK(!shards_.empty(), dir_, ": no ", kIndexFile, ", ", kSingleFile, " or other *.safetensors file");
+  JET_CHECK(!shards_.empty(), dir_, ": ",
+            fs::exists(dir / kIndexFile) ? str(kIndexFile, " lists no tensors")
+                                         : str("no ", kIndexFile, ", ", kSingleFile, " or other *.safetensors file"));
   JET_CHECK(!tensors_.empty(), dir_, ": the checkpoint holds no tensors");
 }
 

@@ -46,25 +46,29 @@ constexpr TurnEnd kTurnEnds[] = {{151643, 151645}, {126081, 126348}};
 // hold its one supported value.
 struct FixedKey {
   const char* key;
-  Json supported;
+  std::vector<Json> supported;  // the first is the one the error names
 };
 
 const std::vector<FixedKey>& fixed_keys(ModelFamily family) {
   static const std::vector<FixedKey> sdar = {
-      {"attention_bias", false}, {"rope_scaling", nullptr}, {"use_sliding_window", false}, {"hidden_act", "silu"}};
-  static const std::vector<FixedKey> llada = {{"block_type", "llama"},
-                                              {"activation_type", "silu"},
-                                              {"layer_norm_type", "rms"},
-                                              {"include_bias", false},
-                                              {"include_qkv_bias", false},
-                                              {"bias_for_layer_norm", false},
-                                              {"layer_norm_with_affine", true},
-                                              {"attention_layer_norm", false},
-                                              {"alibi", false},
-                                              {"rope", true},
-                                              {"scale_logits", false},
-                                              {"input_emb_norm", false},
-                                              {"multi_query_attention", false}};
+      {"attention_bias", {false}},
+      // HF writes "no scaling" either as null or as the default rope type.
+      {"rope_scaling", {nullptr, {{"rope_type", "default"}}, {{"type", "default"}}}},
+      {"use_sliding_window", {false}},
+      {"hidden_act", {"silu"}}};
+  static const std::vector<FixedKey> llada = {{"block_type", {"llama"}},
+                                              {"activation_type", {"silu"}},
+                                              {"layer_norm_type", {"rms"}},
+                                              {"include_bias", {false}},
+                                              {"include_qkv_bias", {false}},
+                                              {"bias_for_layer_norm", {false}},
+                                              {"layer_norm_with_affine", {true}},
+                                              {"attention_layer_norm", {false}},
+                                              {"alibi", {false}},
+                                              {"rope", {true}},
+                                              {"scale_logits", {false}},
+                                              {"input_emb_norm", {false}},
+                                              {"multi_query_attention", {false}}};
   return family == ModelFamily::LLADA ? llada : sdar;
 }
 
@@ -72,8 +76,9 @@ void check_fixed_keys(const JsonObject& config, ModelFamily family) {
   for (const FixedKey& fixed : fixed_keys(family)) {
     if (!config.has(fixed.key)) continue;
     const Json& value = config.json().at(fixed.key);
-    JET_CHECK(value == fixed.supported, config.source(), ": ", fixed.key, " = ", json_excerpt(value),
-              " is not supported (only ", fixed.supported.dump(), ")");
+    JET_CHECK(std::find(fixed.supported.begin(), fixed.supported.end(), value) != fixed.supported.end(),
+              config.source(), ": ", fixed.key, " = ", json_excerpt(value), " is not supported (only ",
+              fixed.supported.front().dump(), ")");
   }
 }
 
@@ -117,7 +122,11 @@ double positive_number(const JsonObject& config, const std::string& key) {
   return v;
 }
 
-// head_dim when the config leaves it implicit: hidden / heads, which must divide exactly.
+// Qwen3Config's head_dim when config.json leaves it out (not hidden / heads: SDAR-4B's q is wider
+// than its hidden state).
+constexpr int64_t kQwen3HeadDim = 128;
+
+// LLaDA's head_dim, which its config leaves implicit: hidden / heads, which must divide exactly.
 int64_t implicit_head_dim(const JsonObject& config, const char* hidden_key, const char* heads_key, int64_t hidden,
                           int64_t heads) {
   JET_CHECK(hidden % heads == 0, config.source(), ": ", hidden_key, " ", hidden, " is not a multiple of ", heads_key,
@@ -132,9 +141,7 @@ void read_sdar(const JsonObject& config, ModelConfig& c) {
   c.layers = positive_int(config, "num_hidden_layers");
   c.heads = positive_int(config, "num_attention_heads");
   c.kv_heads = positive_int(config, "num_key_value_heads");
-  c.head_dim = config.has("head_dim")
-                   ? positive_int(config, "head_dim")
-                   : implicit_head_dim(config, "hidden_size", "num_attention_heads", c.hidden, c.heads);
+  c.head_dim = positive_int(config, "head_dim", kQwen3HeadDim);
   c.vocab = positive_int(config, "vocab_size");
   c.rms_eps = positive_number(config, "rms_norm_eps");
   c.rope_theta = positive_number(config, "rope_theta");
@@ -181,10 +188,15 @@ void check_token_id(const ModelConfig& c, const std::string& source, const char*
 std::vector<int64_t> read_eos_ids(const JsonObject& config, const std::string& model_dir, const ModelConfig& c) {
   std::vector<int64_t> ids;
   std::string source = (fs::path(model_dir) / "generation_config.json").string();
-  if (fs::exists(source)) ids = JsonObject::from_file(source).get_int_or_int_list("eos_token_id", {});
-  if (ids.empty()) {
+  const bool generation_config = fs::exists(source) && JsonObject::from_file(source).has("eos_token_id");
+  if (generation_config) {
+    ids = JsonObject::from_file(source).get_int_or_int_list("eos_token_id", {});
+  } else if (config.has("eos_token_id")) {
     source = config.source();
-    ids = config.get_int_or_int_list("eos_token_id", c.family == ModelFamily::LLADA ? kLladaEosIds : kSdarEosIds);
+    ids = config.get_int_or_int_list("eos_token_id", {});
+  } else {
+    source = str("the ", family_name(c.family), " family's default");
+    ids = c.family == ModelFamily::LLADA ? kLladaEosIds : kSdarEosIds;
   }
   JET_CHECK(!ids.empty(), source, ": eos_token_id is an empty list");
   for (int64_t id : ids) check_token_id(c, source, "eos_token_id", id);
@@ -196,7 +208,29 @@ std::vector<int64_t> read_eos_ids(const JsonObject& config, const std::string& m
   return ids;
 }
 
+// Sizes beyond any real model's: past them the expected-tensor lists and shapes would grow without
+// bound (or overflow) before a single tensor is read.
+struct SizeLimit {
+  const char* what;
+  int64_t ModelConfig::*size;
+  int64_t limit;
+};
+constexpr SizeLimit kSizeLimits[] = {
+    {"layers", &ModelConfig::layers, 4096},
+    {"hidden size", &ModelConfig::hidden, 1 << 20},
+    {"intermediate size", &ModelConfig::intermediate, 1 << 22},
+    {"attention heads", &ModelConfig::heads, 4096},
+    {"head_dim", &ModelConfig::head_dim, 4096},
+    {"vocabulary", &ModelConfig::vocab, int64_t{1} << 26},
+    {"experts", &ModelConfig::num_experts, 1 << 16},
+    {"expert width", &ModelConfig::moe_intermediate, 1 << 22},
+};
+
 void check_consistency(const ModelConfig& c, const std::string& source) {
+  for (const SizeLimit& s : kSizeLimits) {
+    JET_CHECK(c.*s.size <= s.limit, source, ": ", s.what, " ", c.*s.size, " is past what this engine supports (",
+              s.limit, ")");
+  }
   JET_CHECK(c.heads % c.kv_heads == 0, source, ": ", c.heads, " attention heads are not a multiple of ", c.kv_heads,
             " key/value heads");
   check_token_id(c, source, "mask_token_id", c.mask_token_id);

@@ -39,6 +39,8 @@ bool dtype_from_name(std::string_view name, DType* out) {
 // Parses the header text, rejecting duplicate tensor names (JSON would silently keep the last)
 // and over-deep nesting while the parser runs.
 Json parse_header(std::string_view text, const std::string& source) {
+  // The JSON parser stops at a NUL as at the end of its input, which would hide what follows.
+  JET_CHECK(text.find('\0') == std::string_view::npos, source, ": safetensors header holds a NUL byte");
   std::set<std::string> names;
   auto guard = [&](int depth, Json::parse_event_t event, Json& parsed) {
     bool opens = event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start;

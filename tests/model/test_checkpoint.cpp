@@ -88,6 +88,12 @@ TEST(Checkpoint, RejectsDirectoryWithoutSafetensors) {
                {dir.path().string(), "no model.safetensors.index.json, model.safetensors or other *.safetensors"});
 }
 
+TEST(Checkpoint, RejectsAnIndexThatListsNoTensors) {
+  TempDir dir;
+  write_file(dir.file("model.safetensors.index.json"), R"({"weight_map": {}})");
+  expect_error([&] { Checkpoint ckpt(dir.path()); }, {"model.safetensors.index.json lists no tensors"});
+}
+
 TEST(Checkpoint, RejectsMissingDirectory) {
   expect_error([] { Checkpoint ckpt("/nonexistent/model"); }, {"/nonexistent/model", "not a directory"});
 }

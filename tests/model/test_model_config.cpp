@@ -233,6 +233,32 @@ TEST(ModelConfig, RejectsAttentionBias) {
                {"config.json", "attention_bias = true is not supported"});
 }
 
+TEST(ModelConfig, SdarHeadDimDefaultsToQwen3s) {
+  // Qwen3Config's default, not hidden / heads (which is 80 for SDAR-4B).
+  EXPECT_EQ(load(without(sdar_4b_config(), "head_dim")).head_dim, 128);
+}
+
+TEST(ModelConfig, DefaultRopeTypeMeansNoScaling) {
+  EXPECT_EQ(load(with(sdar_4b_config(), "rope_scaling", {{"rope_type", "default"}})).head_dim, 128);
+  EXPECT_EQ(load(with(sdar_4b_config(), "rope_scaling", {{"type", "default"}})).head_dim, 128);
+}
+
+TEST(ModelConfig, RejectsSizesPastAnyRealModel) {
+  expect_error([] { load(with(sdar_4b_config(), "num_hidden_layers", 30000000)); },
+               {"layers 30000000 is past what this engine supports (4096)"});
+  expect_error([] { load(with(sdar_30b_moe_config(), "num_experts", 10000000)); },
+               {"experts 10000000 is past what this engine supports"});
+}
+
+TEST(ModelConfig, StopTokensNameWhereTheyCameFrom) {
+  expect_error([] { load(sdar_8b_config(), Json{{"eos_token_id", Json::array()}}); },
+               {"generation_config.json: eos_token_id is an empty list"});
+  // Neither file names them, and the family's defaults do not fit this vocabulary.
+  Json small = with(with(with(sdar_4b_config(), "vocab_size", 1000), "mask_token_id", 5), "bos_token_id", 1);
+  expect_error([&] { load(without(small, "eos_token_id")); },
+               {"the sdar family's default: eos_token_id 151645 is outside the vocabulary"});
+}
+
 TEST(ModelConfig, RejectsRopeScaling) {
   expect_error(
       [] {

@@ -2,6 +2,8 @@
 // rejected with a message that names the file and the tensor.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstring>
 
 #include "model/safetensors.h"
@@ -208,6 +210,12 @@ TEST(Safetensors, RejectsDeeplyNestedHeader) {
   expect_error([&] { parse(safetensors_image(header, std::string(4, '\0'))); }, {kSource, "nests deeper"});
 }
 
+TEST(Safetensors, RejectsHeaderWithANulByte) {
+  // The JSON parser would stop at the NUL and never see what follows.
+  const std::string header = std::string("{}") + '\0' + "THIS IS NOT JSON {{{";
+  expect_error([&] { parse(safetensors_image(header, "")); }, {kSource, "holds a NUL byte"});
+}
+
 TEST(SafetensorsFile, ReadsAFileFromDisk) {
   TempDir dir;
   write_file(dir.file("x.safetensors"), safetensors_image({{"w", "F16", {3}, std::string(6, '\0')}}));
@@ -216,6 +224,12 @@ TEST(SafetensorsFile, ReadsAFileFromDisk) {
   EXPECT_EQ(file.get("w").shape, std::vector<int64_t>{3});
   EXPECT_EQ(file.find("v"), nullptr);
   expect_error([&] { file.get("v"); }, {dir.file("x.safetensors"), "no tensor named 'v'"});
+}
+
+TEST(SafetensorsFile, RejectsAFifoInsteadOfWaitingForAWriter) {
+  TempDir dir;
+  ASSERT_EQ(mkfifo(dir.file("model.safetensors").c_str(), 0600), 0);
+  expect_error([&] { SafetensorsFile(dir.file("model.safetensors")); }, {"not a regular file"});
 }
 
 TEST(SafetensorsFile, RejectsMissingFile) {
