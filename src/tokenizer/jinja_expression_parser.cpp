@@ -51,7 +51,12 @@ ExprPtr ExpressionParser::parse_expression() {
   while (stream_.at_name("if")) {
     const SourcePos pos = stream_.advance().pos;
     ExprPtr condition = parse_or();
-    ExprPtr otherwise = stream_.skip_name("else") ? parse_expression() : nullptr;
+    ExprPtr otherwise;
+    if (stream_.at_name("else")) {  // `a if b else c if d else ...` recurses here
+      const Token& token = stream_.advance();
+      TokenStream::NestingGuard guard(stream_, token);
+      otherwise = parse_expression();
+    }
     expr = make_expr(ast::Conditional{std::move(condition), std::move(expr), std::move(otherwise)}, pos);
   }
   return expr;

@@ -14,6 +14,9 @@ namespace {
 
 // Macro recursion deeper than this is an error rather than a stack overflow.
 constexpr int kMaxCallDepth = 64;
+// Expression trees the parser builds in loops (a + b + ..., x.a.a..., v|f|f...) nest as deep as they
+// are long; evaluating them recurses, so a cap keeps a long chain from overflowing the stack.
+constexpr int kMaxEvalDepth = 1000;
 
 class Scope {
  public:
@@ -235,6 +238,8 @@ class Interpreter {
   // ---- expressions ----
 
   Value eval(const ast::Expr& expr, Scope& scope) {
+    const DepthGuard depth(eval_depth_);
+    if (eval_depth_ > kMaxEvalDepth) throw EvalError(str("an expression nests deeper than ", kMaxEvalDepth));
     return at_position(expr.pos,
                        [&] { return std::visit([&](const auto& node) { return eval_node(node, scope); }, expr.node); });
   }
@@ -344,6 +349,7 @@ class Interpreter {
   Scope globals_;
   Scope root_;
   int call_depth_ = 0;
+  int eval_depth_ = 0;
 };
 
 }  // namespace

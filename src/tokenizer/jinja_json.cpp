@@ -67,6 +67,9 @@ std::string json_float(double value) {
   return python_float_repr(value);
 }
 
+// Deeper JSON is rejected rather than risking the stack in the recursive conversions (both ways).
+constexpr int kMaxJsonDepth = 256;
+
 class JsonWriter {
  public:
   explicit JsonWriter(const JsonFormat& format)
@@ -75,6 +78,7 @@ class JsonWriter {
         key_separator_(format.key_separator.value_or(": ")) {}
 
   void write(const Value& value, int depth) {
+    if (depth > kMaxJsonDepth) throw EvalError(str("tojson: a value nested deeper than ", kMaxJsonDepth, " levels"));
     switch (value.kind()) {
       case Value::Kind::kNone:
         out_ += "null";
@@ -159,8 +163,6 @@ class JsonWriter {
   std::string out_;
 };
 
-// Deeper JSON is rejected rather than risking the stack in the recursive conversion.
-constexpr int kMaxJsonDepth = 256;
 
 Value convert(const nlohmann::ordered_json& json, int depth) {
   using Type = nlohmann::ordered_json::value_t;

@@ -16,6 +16,21 @@ std::string join_repr(const Items& items, Format format) {
   return out;
 }
 
+// Printing recurses into lists, dicts and namespaces; a value nested this deep (or holding itself,
+// as a namespace can) is an error rather than a stack overflow.
+constexpr int kMaxReprDepth = 256;
+thread_local int repr_depth = 0;
+
+struct ReprDepthGuard {
+  ReprDepthGuard() {
+    if (++repr_depth > kMaxReprDepth) {
+      --repr_depth;
+      throw EvalError(str("a value nested deeper than ", kMaxReprDepth, " levels (or holding itself) cannot be printed"));
+    }
+  }
+  ~ReprDepthGuard() { --repr_depth; }
+};
+
 std::string dict_repr(const Dict& dict) {
   return "{" +
          join_repr(dict.entries(),
@@ -193,6 +208,7 @@ std::string to_display_string(const Value& value) {
 }
 
 std::string to_repr(const Value& value) {
+  const ReprDepthGuard guard;
   switch (value.kind()) {
     case Value::Kind::kUndefined:
       return "Undefined";

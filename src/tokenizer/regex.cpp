@@ -41,6 +41,8 @@ struct ThreadMatchState {
   ThreadMatchState() {
     JET_ASSERT(match_data && context && jit_stack, "PCRE2 allocation failed");
     pcre2_jit_stack_assign(context, nullptr, jit_stack);
+    // The default limit of 10 million match steps fails on 10 MB of whitespace (one pre-token).
+    pcre2_set_match_limit(context, UINT32_MAX);
   }
   ~ThreadMatchState() {
     pcre2_jit_stack_free(jit_stack);

@@ -123,4 +123,22 @@ TEST(JinjaErrors, DeepNestingIsAnErrorNotACrash) {
 }
 
 }  // namespace
+TEST(JinjaLimits, LongChainsAndSelfHoldingValuesAreErrorsNotStackOverflows) {
+  auto chain = [](const std::string& head, const std::string& link, int n) {
+    std::string s = head;
+    for (int i = 0; i < n; ++i) s += link;
+    return s;
+  };
+  EXPECT_NE(error_of("{{ " + chain("1", " + 1", 20000) + " }}").find("nests deeper than"), std::string::npos);
+  EXPECT_NE(error_of("{{ " + chain("1", "|abs", 30000) + " }}").find("nests deeper than"), std::string::npos);
+  EXPECT_NE(error_of("{{ " + chain("1", " if true else 1", 40000) + " }}").find("nest"), std::string::npos);
+  EXPECT_NE(error_of("{% set ns = namespace(a=1) %}{% set ns.a = ns %}{{ ns }}").find("holding itself"),
+            std::string::npos);
+  const std::string deep_list =
+      "{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set ns.l = [ns.l] %}{% endfor %}";
+  EXPECT_NE(error_of(deep_list + "{{ ns.l|tojson }}").find("nested deeper than"), std::string::npos);
+  EXPECT_NE(error_of(deep_list + "{{ ns.l }}").find("nested deeper than"), std::string::npos);
+  EXPECT_EQ(render("{{ " + chain("1", " + 1", 500) + " }}"), "501");  // long but sane chains still work
+}
+
 }  // namespace jet::jinja::testing
