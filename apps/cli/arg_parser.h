@@ -74,6 +74,25 @@ class ArgParser {
       throw Error(str("flag ", name, " expects an integer, got '", *v, "'"));
     }
   }
+  // Comma-separated integers ("1,16,128"), each whole item an integer; `fallback` when absent.
+  std::vector<long long> get_int_list(const std::string& name, const std::string& fallback) const {
+    const std::string text = get(name).value_or(fallback);
+    std::vector<long long> out;
+    size_t start = 0;
+    for (;;) {
+      const size_t comma = text.find(',', start);
+      const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      try {
+        size_t used = 0;
+        out.push_back(std::stoll(item, &used));
+        JET_CHECK(used == item.size(), "");
+      } catch (...) {
+        throw Error(str("flag ", name, " expects comma-separated integers, got '", text, "'"));
+      }
+      if (comma == std::string::npos) return out;
+      start = comma + 1;
+    }
+  }
   // An integer an int holds (the options' and sampling fields' type).
   int get_int32(const std::string& name, int fallback) const {
     const long long n = get_int(name, fallback);

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <random>
-#include <sstream>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -82,14 +82,9 @@ int cmd_bench(const Args& raw) {
   JET_CHECK(prompt_len >= 1 && max_tokens >= 1 && requests >= 0 && max_active >= 1,
             "--prompt-len, --max-tokens and --max-active must be positive, --mode2 not negative");
   std::vector<int> batches;
-  std::stringstream list(args.get("--batches").value_or("1,16"));
-  for (std::string b; std::getline(list, b, ',');) {
-    try {
-      batches.push_back(std::stoi(b));
-    } catch (...) {
-      throw Error(str("--batches expects comma-separated integers, got '", b, "'"));
-    }
-    JET_CHECK(batches.back() >= 1, "--batches: batch sizes must be positive, got ", batches.back());
+  for (long long b : args.get_int_list("--batches", "1,16")) {
+    JET_CHECK(b >= 1 && b <= INT32_MAX, "--batches: batch sizes must be positive, got ", b);
+    batches.push_back(static_cast<int>(b));
   }
 
   EngineOptions options = read_engine_options(args);
@@ -102,7 +97,7 @@ int cmd_bench(const Args& raw) {
   p.temperature = 0;
   p.max_tokens = max_tokens;
   p.ignore_eos = true;  // every prompt produces exactly max_tokens
-  p.denoising_steps = 4;
+  p.denoising_steps = std::min(4, engine.summary().block_length);  // as generate's default
   p.remasking_strategy = args.get("--strategy").value_or(p.remasking_strategy);
   std::printf("device %s  model %s  block %d  steps %d  prompt %d  max_tokens %d  strategy %s\n",
               engine.summary().device.c_str(), options.model.c_str(), engine.summary().block_length,

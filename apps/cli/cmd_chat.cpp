@@ -86,7 +86,9 @@ int cmd_chat(const Args& raw) {
   std::string line;
   for (;;) {
     if (interactive) std::fputs("> ", stderr);
-    if (!std::getline(std::cin, line) || line == "/exit") break;
+    if (!std::getline(std::cin, line)) break;
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF input
+    if (line == "/exit") break;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     if (line == "/reset") {
       messages = opening;

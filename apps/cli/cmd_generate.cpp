@@ -14,6 +14,7 @@
 #include "jet/engine.h"
 #include "progress_bar.h"
 #include "sampling_flags.h"
+#include "token_ids_json.h"
 
 namespace jet::cli {
 
@@ -53,8 +54,12 @@ std::vector<Prompt> read_prompts(const ArgParser& args) {
     }
     if (j.is_string()) {
       prompts.emplace_back(j.get<std::string>());
-    } else if (j.is_array() && std::all_of(j.begin(), j.end(), [](const auto& v) { return v.is_number_integer(); })) {
-      prompts.emplace_back(j.get<std::vector<int32_t>>());
+    } else if (j.is_array()) {
+      try {
+        prompts.emplace_back(ids_from_json(j));
+      } catch (const Error& e) {
+        throw Error(str(path, ":", line_no, ": ", e.what()));
+      }
     } else {
       throw Error(str(path, ":", line_no, ": expected a JSON string or an array of token ids"));
     }

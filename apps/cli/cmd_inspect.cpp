@@ -126,7 +126,7 @@ void print_json(const Inspection& x) {
       {"problems", x.report.problems},
       {"unexpected", x.report.unexpected},
   };
-  std::printf("%s\n", out.dump(2).c_str());
+  std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -15,6 +14,7 @@
 #include "core/error.h"
 #include "core/json_object.h"
 #include "jet/tokenizer.h"
+#include "token_ids_json.h"
 
 namespace jet::cli {
 namespace {
@@ -50,6 +50,7 @@ void for_each_line(std::string_view input, Handle&& handle) {
     const size_t end = input.find('\n');
     const std::string_view line = input.substr(0, end);
     input = end == std::string_view::npos ? std::string_view() : input.substr(end + 1);
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;  // blank lines, as JSONL allows
     try {
       handle(line);
     } catch (const std::exception& e) {
@@ -64,20 +65,6 @@ nlohmann::json parse_json(std::string_view text, const char* expected) {
   } catch (const nlohmann::json::exception& e) {  // syntax, and numbers past double's range
     throw Error(str("expected ", expected, ": ", e.what()));
   }
-}
-
-std::vector<int32_t> ids_from_json(const nlohmann::json& value) {
-  JET_CHECK(value.is_array(), "expected a JSON array of token ids, got ", value.type_name());
-  std::vector<int32_t> ids;
-  ids.reserve(value.size());
-  for (size_t i = 0; i < value.size(); ++i) {
-    const nlohmann::json& id = value[i];
-    JET_CHECK(id.is_number_integer() && id.get<int64_t>() >= std::numeric_limits<int32_t>::min() &&
-                  id.get<int64_t>() <= std::numeric_limits<int32_t>::max(),
-              "element ", i, " of the id array is ", json_excerpt(id), ", not a 32-bit integer");
-    ids.push_back(id.get<int32_t>());
-  }
-  return ids;
 }
 
 void print_line(const std::string& text) {

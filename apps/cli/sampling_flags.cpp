@@ -1,7 +1,7 @@
 // The shared sampling flags (sampling_flags.h).
 #include "sampling_flags.h"
 
-#include <sstream>
+#include <cstdint>
 
 namespace jet::cli {
 
@@ -62,14 +62,10 @@ SamplingParams read_sampling(const ArgParser& args, const Engine& engine) {
     JET_CHECK(seed >= 0, "flag --seed expects a non-negative integer, got ", seed);
     p.seed = static_cast<uint64_t>(seed);
   }
-  if (auto ids = args.get("--stop-token-ids")) {
-    std::stringstream ss(*ids);
-    for (std::string item; std::getline(ss, item, ',');) {
-      try {
-        p.stop_token_ids.push_back(std::stoi(item));
-      } catch (...) {
-        throw Error(str("--stop-token-ids expects comma-separated integers, got '", *ids, "'"));
-      }
+  if (args.has("--stop-token-ids")) {
+    for (long long id : args.get_int_list("--stop-token-ids", "")) {
+      JET_CHECK(id >= 0 && id <= INT32_MAX, "flag --stop-token-ids holds ", id, ", not a token id");
+      p.stop_token_ids.push_back(static_cast<int32_t>(id));
     }
   }
   if (p.denoising_steps > engine.summary().block_length && !args.has("--denoising-steps")) {

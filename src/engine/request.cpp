@@ -10,13 +10,25 @@
 
 namespace jet {
 
+namespace {
+
+// Temperatures below this sample as greedy (as vLLM does): dividing logits by them overflows fp32.
+constexpr double kGreedyBelow = 1e-5;
+constexpr double kMaxTemperature = 1e6;
+constexpr double kMinPenalty = 1e-6;  // and 1 / kMinPenalty at most
+
+}  // namespace
+
 Request resolve_request(const SamplingParams& p, const RequestLimits& lim, int prompt_len, uint64_t fallback_seed) {
   const int B = lim.block_length;
-  JET_CHECK(std::isfinite(p.temperature) && p.temperature >= 0,
-            "temperature must be >= 0 (0 = greedy), got ", p.temperature);
+  // The sampler divides the fp32 logits by the temperature and the penalty: past these bounds the
+  // quotients overflow fp32 (and every sample is NaN).
+  JET_CHECK(std::isfinite(p.temperature) && p.temperature >= 0 && p.temperature <= kMaxTemperature,
+            "temperature must be in [0, ", kMaxTemperature, "] (0 = greedy), got ", p.temperature);
   JET_CHECK(std::isfinite(p.top_p) && p.top_p > 0 && p.top_p <= 1, "top_p must be in (0, 1], got ", p.top_p);
-  JET_CHECK(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0,
-            "repetition_penalty must be > 0, got ", p.repetition_penalty);
+  JET_CHECK(std::isfinite(p.repetition_penalty) && p.repetition_penalty >= kMinPenalty &&
+                p.repetition_penalty <= 1 / kMinPenalty,
+            "repetition_penalty must be in [", kMinPenalty, ", ", 1 / kMinPenalty, "], got ", p.repetition_penalty);
   JET_CHECK(p.max_tokens >= 1, "max_tokens must be >= 1, got ", p.max_tokens);
   JET_CHECK(p.block_length == 0 || p.block_length == B, "block_length ", p.block_length,
             " differs from the engine's block_length ", B,
@@ -39,7 +51,7 @@ Request resolve_request(const SamplingParams& p, const RequestLimits& lim, int p
   }
 
   Request r;
-  r.slot.temperature = static_cast<float>(p.temperature);
+  r.slot.temperature = p.temperature < kGreedyBelow ? 0.0f : static_cast<float>(p.temperature);
   r.slot.top_k = std::max(0, p.top_k);
   r.slot.top_p = static_cast<float>(p.top_p);
   r.slot.repetition_penalty = static_cast<float>(p.repetition_penalty);

@@ -20,6 +20,12 @@ def test_chat_answers_each_line_and_resets():
     assert result.stdout.splitlines() == ["5758", "42"]
 
 
+def test_chat_reads_crlf_lines():
+    result = run("chat", "--temperature", "0", stdin="What is 4821 + 937?\r\n/exit\r\nWhat is 7 + 8?\r\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["5758"]
+
+
 def test_chat_replies_match_generate_with_the_chat_template():
     alone = run("generate", "--chat", "--temperature", "0", "--prompt", "What is 100 + 200?")
     assert alone.returncode == 0, alone.stderr
@@ -51,7 +57,14 @@ def test_bench_prints_a_row_per_batch_and_mode2():
     assert re.search(r"mode 2: 4 requests .* tok/s, device idle [\d.]+%", result.stdout)
 
 
+def test_bench_runs_blocks_shorter_than_its_four_steps():
+    result = run("bench", "--block-length", "2", "--batches", "1", "--prompt-len", "8", "--max-tokens", "8")
+    assert result.returncode == 0, result.stderr
+    assert "steps 2" in result.stdout
+
+
 def test_bench_rejects_bad_flags():
-    result = run("bench", "--batches", "2,x")
-    assert result.returncode == 1
-    assert "--batches" in result.stderr
+    for batches in ("2,x", "2x", ""):
+        result = run("bench", "--batches", batches)
+        assert result.returncode == 1
+        assert "--batches" in result.stderr

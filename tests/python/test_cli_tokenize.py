@@ -76,6 +76,12 @@ def test_jsonl_last_line_without_newline():
     assert result.stdout.decode().splitlines() == ["[64]", "[65]"]
 
 
+def test_jsonl_skips_blank_lines():
+    result = run("tokenize", "--jsonl", stdin=b'"a"\n\n  \r\n"b"\n')
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode().splitlines() == ["[64]", "[65]"]
+
+
 def test_help():
     for verb in ("tokenize", "detokenize"):
         result = run_cli([verb, "--help"], text=False)
@@ -89,6 +95,8 @@ def test_help():
     ("tokenize", ["--jsonl"], b'"fine"\n[1, 2]\n', "line 2: expected a JSON string"),
     ("detokenize", [], b'{"ids": [1]}', "expected a JSON array of token ids"),
     ("detokenize", [], b'[1, "x"]', "element 1"),
+    ("detokenize", [], b"[1, 18446744073709551615]", "element 1 of the id array is 18446744073709551615"),
+    ("detokenize", [], b"[4294967296]", "element 0 of the id array is 4294967296, not a 32-bit integer"),
     ("detokenize", ["--jsonl"], b"[1]\n[2\n", "line 2"),
 ])
 def test_bad_input(verb, flags, stdin, message):

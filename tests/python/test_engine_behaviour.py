@@ -86,7 +86,9 @@ def test_prefix_caching_does_not_change_outputs(sdar):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--temperature", "-1"], "temperature must be >= 0"),
+    (["--temperature", "-1"], "temperature must be in [0, 1e+06]"),
+    (["--temperature", "1e39"], "temperature must be in [0, 1e+06]"),
+    (["--repetition-penalty", "1e-40"], "repetition_penalty must be in [1e-06, 1e+06]"),
     (["--top-p", "0"], "top_p must be in (0, 1]"),
     (["--top-p", "1.5"], "top_p must be in (0, 1]"),
     (["--denoising-steps", "0"], "denoising_steps must be in [1, block_length"),
@@ -97,6 +99,7 @@ def test_prefix_caching_does_not_change_outputs(sdar):
     (["--max-model-len", "11"], "past max_model_len"),
     (["--max-model-len", "9"], "more than max_model_len 9"),
     (["--max-tokens", "0"], "max_tokens must be >= 1"),
+    (["--stop-token-ids", "5x"], "flag --stop-token-ids expects comma-separated integers, got '5x'"),
     (["--max-tokens", "4294967301"], "flag --max-tokens expects an integer in [-2^31, 2^31), got 4294967301"),
     (["--seed", "-3"], "flag --seed expects a non-negative integer, got -3"),
     (["--kv-cache-mb", "-1"], "flag --kv-cache-mb expects a size in MiB, got -1"),
@@ -120,6 +123,16 @@ def test_empty_inputs_are_clear_errors(sdar):
     path = write_prompts(sdar / "ids.jsonl", [[1, 2, 10 ** 7]])
     done = run_cli(["generate", "--model", sdar, "--prompts", path])
     assert done.returncode == 1 and "outside the vocabulary" in done.stderr
+    path = write_prompts(sdar / "wide.jsonl", [[5, 6], [1, 2 ** 32]])  # no id wraps to a small one
+    done = run_cli(["generate", "--model", sdar, "--prompts", path])
+    assert done.returncode == 1 and "wide.jsonl:2: element 1 of the id array is 4294967296" in done.stderr
+
+
+def test_temperatures_too_small_for_fp32_sample_greedily(sdar):
+    prompts = random_prompts(3, seed=4)
+    greedy = generate(sdar, prompts, "--temperature", "0", "--max-tokens", "8")
+    assert generate(sdar, prompts, "--temperature", "1e-40", "--max-tokens", "8") == greedy
+    assert all(all(lp <= 0 for lp in out["logprobs"]) for out in greedy)
 
 
 def test_block_length_different_from_training_warns(sdar):
