@@ -46,8 +46,10 @@ constexpr int kResidentCtas = 3;  // per multiprocessor: about 71 KB of shared m
 // bf16 padding per shared-memory row: consecutive rows start 16 bytes apart in the banks, so the
 // 8 row addresses of one ldmatrix hit 8 different bank groups.
 constexpr int kRowPad = 8;
-// Splitting the key range below this many keys per split costs more in merging than it gains.
-constexpr int kMinKeysPerSplit = 128;
+// Splitting the key range below this many keys per split costs more in merging than it gains:
+// at 128, batches 1 and 4 of short prompts (one 256-key page) ran 3-4% slower split in two than
+// unsplit (2026-12-01 run 16).
+constexpr int kMinKeysPerSplit = 256;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Everything the kernels read, passed by value.
