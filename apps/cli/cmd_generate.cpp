@@ -105,10 +105,11 @@ int cmd_generate(const Args& raw) {
   const bool json = args.has("--json");
   ProgressBar bar(prompts.size());
   auto print = [&](const GenerationOutput& out) {
+    bar.clear();  // stdout and stderr may share a terminal
     if (json) {
-      std::cout << to_json(out).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+      std::cout << to_json(out).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
     } else {
-      std::cout << out.completion_text << '\n';
+      std::cout << out.completion_text << std::endl;
     }
   };
   auto progress = [&](size_t done, size_t, size_t tokens) { bar.update(done, tokens); };

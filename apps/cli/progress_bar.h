@@ -15,6 +15,14 @@ class ProgressBar {
     if (enabled_ && drawn_) std::fputc('\n', stderr);
   }
 
+  // Erases the bar before other output shares the terminal; the next update draws it again.
+  void clear() {
+    if (!enabled_ || !drawn_) return;
+    std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+    drawn_ = false;
+  }
+
   void update(size_t done, size_t tokens) {
     if (!enabled_) return;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

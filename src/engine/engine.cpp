@@ -401,7 +401,10 @@ void Engine::Impl::run(std::vector<Sequence>& seqs, int max_active, const Output
       // Every step, not only when a prompt finishes: the callback is also where a front end
       // (Python's Ctrl-C) gets to stop a long generation.
       [&] {
-        if (progress) progress(done, seqs.size(), tokens);
+        if (!progress) return;
+        size_t committed = tokens;  // finished prompts', and what the running ones have committed
+        for (const Sequence* seq : scheduler->running()) committed += seq->completion.size();
+        progress(done, seqs.size(), committed);
       });
 }
 
