@@ -14,7 +14,8 @@ from ._checks import check_bool, check_choice, check_float, check_int, check_tok
 class SamplingParams:
     """How to decode one prompt.
 
-    temperature: 0 = greedy (the original divided by it; 0 had no meaning there).
+    temperature: 0 = greedy, and so is anything below 1e-5 (the original divided by it; 0 had no
+        meaning there).
     max_tokens: completion tokens at most; exact (the original could overshoot by up to
         block_length - 1).
     ignore_eos: True disables every stop (the model's EOS and stop_words), as in the original.

@@ -88,11 +88,15 @@ def gumbel_max_token(probs, kept, seed, position, step):
     return int(ids[int(np.argmax(scores))])
 
 
+# Temperatures below this are greedy (docs/decoding.md §3): dividing by them overflows fp32.
+GREEDY_BELOW = 1e-5
+
+
 def sample_position(logits, *, mask_token_id, penalty_token_ids, temperature, top_k, top_p,
                     repetition_penalty, seed, position, step):
     """Steps 1-6 of §3 for one masked position's logit row."""
     row = penalised_logits(logits, mask_token_id, penalty_token_ids, repetition_penalty)
-    if temperature > 0:
+    if temperature >= GREEDY_BELOW:
         probs = softmax(row / temperature)
         token = gumbel_max_token(probs, kept_set(probs, top_k, top_p), seed, position, step)
     else:

@@ -72,6 +72,12 @@ def test_temperature_scales_the_reported_distribution():
     assert result.margin == pytest.approx(1 / 3, rel=1e-6)
 
 
+def test_temperatures_below_the_greedy_bound_are_greedy():
+    logits = [0.0, math.log(2.0), math.log(4.0), -50.0]
+    assert sample(logits, temperature=1e-40, seed=3) == sample(logits)
+    assert sample(logits, temperature=9e-6, seed=3) == sample(logits)
+
+
 def test_margin_of_a_single_token_is_zero():
     assert sampling_np.margin(np.array([1.0])) == 0.0
     assert sampling_np.margin(np.array([0.1, 0.6, 0.3])) == pytest.approx(0.3)
