@@ -27,7 +27,9 @@ TEST(EngineProgress, CountsCommittedTokensOfRunningPrompts) {
   bool before_first_finish = false;
   for (size_t i = 0; i < calls.size(); ++i) {
     before_first_finish |= calls[i].done == 0 && calls[i].tokens > 0;
-    if (i > 0) EXPECT_GE(calls[i].tokens, calls[i - 1].tokens);
+    if (i > 0) {
+      EXPECT_GE(calls[i].tokens, calls[i - 1].tokens);
+    }
   }
   EXPECT_TRUE(before_first_finish);
   EXPECT_EQ(calls.back().done, 2u);
