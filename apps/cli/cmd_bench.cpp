@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <map>
 #include <random>
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "commands.h"
 #include "engine_flags.h"
 #include "jet/engine.h"
+#include "sampling_flags.h"
 
 namespace jet::cli {
 
@@ -97,7 +97,7 @@ int cmd_bench(const Args& raw) {
   p.temperature = 0;
   p.max_tokens = max_tokens;
   p.ignore_eos = true;  // every prompt produces exactly max_tokens
-  p.denoising_steps = std::min(4, engine.summary().block_length);  // as generate's default
+  p.denoising_steps = default_denoising_steps(engine);
   p.remasking_strategy = args.get("--strategy").value_or(p.remasking_strategy);
   std::printf("device %s  model %s  block %d  steps %d  prompt %d  max_tokens %d  strategy %s\n",
               engine.summary().device.c_str(), options.model.c_str(), engine.summary().block_length,

@@ -1,6 +1,5 @@
 // `jetengine serve`: the OpenAI-compatible HTTP server (apps/server) over one engine, until
 // Ctrl-C or SIGTERM, after which the requests in flight finish.
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -13,6 +12,7 @@
 #include "core/log.h"
 #include "engine_flags.h"
 #include "http_server.h"
+#include "sampling_flags.h"
 
 namespace jet::cli {
 
@@ -61,8 +61,7 @@ int cmd_serve(const Args& raw) {
   if (folder.filename().empty()) folder = folder.parent_path();
   options.model_name = args.get("--served-model-name").value_or(folder.filename().string());
   if (options.model_name.empty()) options.model_name = args.require("--model");
-  // The default 4 denoising steps, capped at the block length as generate does.
-  options.defaults.denoising_steps = std::min(options.defaults.denoising_steps, engine.summary().block_length);
+  options.defaults.denoising_steps = default_denoising_steps(engine);  // as generate's
 
   server::HttpServer server(engine, options);
   const int port = server.listen();

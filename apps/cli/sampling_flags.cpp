@@ -1,6 +1,7 @@
 // The shared sampling flags (sampling_flags.h).
 #include "sampling_flags.h"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace jet::cli {
@@ -49,7 +50,7 @@ SamplingParams read_sampling(const ArgParser& args, const Engine& engine) {
   p.top_p = args.get_double("--top-p", p.top_p);
   p.repetition_penalty = args.get_double("--repetition-penalty", p.repetition_penalty);
   p.max_tokens = args.get_int32("--max-tokens", p.max_tokens);
-  p.denoising_steps = args.get_int32("--denoising-steps", p.denoising_steps);
+  p.denoising_steps = args.get_int32("--denoising-steps", default_denoising_steps(engine));
   p.remasking_strategy = args.get("--strategy").value_or(p.remasking_strategy);
   p.dynamic_threshold = args.get_double("--dynamic-threshold", p.dynamic_threshold);
   p.dynamic_factor = args.get_double("--dynamic-factor", p.dynamic_factor);
@@ -68,10 +69,11 @@ SamplingParams read_sampling(const ArgParser& args, const Engine& engine) {
       p.stop_token_ids.push_back(static_cast<int32_t>(id));
     }
   }
-  if (p.denoising_steps > engine.summary().block_length && !args.has("--denoising-steps")) {
-    p.denoising_steps = engine.summary().block_length;  // the default 4 when B < 4
-  }
   return p;
+}
+
+int default_denoising_steps(const Engine& engine) {
+  return std::min(SamplingParams{}.denoising_steps, engine.summary().block_length);
 }
 
 }  // namespace jet::cli

@@ -17,7 +17,10 @@ extern const char* const kSamplingFlagsHelp;
 std::set<std::string> with_sampling_value_flags(std::set<std::string> flags);
 std::set<std::string> with_sampling_bool_flags(std::set<std::string> flags);
 
-// The flags' SamplingParams; denoising_steps is capped at the engine's block length unless given.
+// The flags' SamplingParams; denoising_steps is default_denoising_steps unless given.
 SamplingParams read_sampling(const ArgParser& args, const Engine& engine);
+
+// SamplingParams' default of 4 denoising steps, capped at the engine's block length (S <= B).
+int default_denoising_steps(const Engine& engine);
 
 }  // namespace jet::cli

@@ -91,7 +91,8 @@ struct WeightView {
 };
 
 // Progress of a generate call, called after every engine step: prompts done, total, completion
-// tokens committed so far (finished prompts' and running ones'). An exception thrown from it stops the call (the engine stays usable).
+// tokens committed so far (finished prompts' and running ones'). An exception thrown from it stops
+// the call (the engine stays usable).
 using ProgressFn = std::function<void(size_t done, size_t total, size_t completion_tokens)>;
 // Called once per finished prompt with its index in the submitted list (streaming).
 using OutputFn = std::function<void(size_t index, GenerationOutput&& output)>;

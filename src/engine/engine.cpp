@@ -15,10 +15,10 @@
 #include "core/log.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
-#include "sampling/remasking.h"
 #include "engine/scheduler.h"
 #include "model/tensor_source.h"
 #include "model/model.h"
+#include "sampling/remasking.h"
 
 namespace jet {
 

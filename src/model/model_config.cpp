@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "core/error.h"
 #include "core/json_object.h"
@@ -188,9 +189,10 @@ void check_token_id(const ModelConfig& c, const std::string& source, const char*
 std::vector<int64_t> read_eos_ids(const JsonObject& config, const std::string& model_dir, const ModelConfig& c) {
   std::vector<int64_t> ids;
   std::string source = (fs::path(model_dir) / "generation_config.json").string();
-  const bool generation_config = fs::exists(source) && JsonObject::from_file(source).has("eos_token_id");
-  if (generation_config) {
-    ids = JsonObject::from_file(source).get_int_or_int_list("eos_token_id", {});
+  const std::optional<JsonObject> generation =
+      fs::exists(source) ? std::optional(JsonObject::from_file(source)) : std::nullopt;
+  if (generation && generation->has("eos_token_id")) {
+    ids = generation->get_int_or_int_list("eos_token_id", {});
   } else if (config.has("eos_token_id")) {
     source = config.source();
     ids = config.get_int_or_int_list("eos_token_id", {});

@@ -163,7 +163,6 @@ class JsonWriter {
   std::string out_;
 };
 
-
 Value convert(const nlohmann::ordered_json& json, int depth) {
   using Type = nlohmann::ordered_json::value_t;
   if (depth > kMaxJsonDepth) {
