@@ -10,6 +10,10 @@ from . import _jetengine
 from ._checks import check_bool, check_choice, check_float, check_int, check_token_ids
 
 
+# The names remasking_strategy accepts, as the engine lists them.
+STRATEGIES = tuple(_jetengine.remasking_strategies())
+
+
 @dataclass
 class SamplingParams:
     """How to decode one prompt.
@@ -70,8 +74,7 @@ class SamplingParams:
         p.top_k = check_int("topk", self.topk, minimum=-(2**31), maximum=2**31 - 1)
         p.top_p = check_float("topp", self.topp, maximum=1.0, above=0.0)
         p.repetition_penalty = check_float("repetition_penalty", self.repetition_penalty, above=0.0)
-        p.remasking_strategy = check_choice("remasking_strategy", self.remasking_strategy,
-                                            _jetengine.remasking_strategies())
+        p.remasking_strategy = check_choice("remasking_strategy", self.remasking_strategy, STRATEGIES)
         p.dynamic_factor = check_float("dynamic_factor", self.dynamic_factor, above=0.0)
         if self.seed is not None:
             p.seed = check_int("seed", self.seed, minimum=0, maximum=2**64 - 1)

@@ -27,10 +27,8 @@ class Tokenizer:
     def __call__(self, text, add_special_tokens=True):
         """transformers' tokenizer(text): {"input_ids", "attention_mask"}, for a str or a list of them."""
         if isinstance(text, (list, tuple)):
-            encoded = [self(t, add_special_tokens) for t in text]
-            return {key: [e[key] for e in encoded] for key in ("input_ids", "attention_mask")}
-        ids = self.encode(text, add_special_tokens)
-        return {"input_ids": ids, "attention_mask": [1] * len(ids)}
+            return _batched([self(t, add_special_tokens) for t in text])
+        return _encoding(self.encode(text, add_special_tokens))
 
     def decode(self, token_ids, skip_special_tokens=False):
         """Ids (or one id) to text; ids the tokenizer does not know decode to nothing."""
@@ -118,14 +116,15 @@ class Tokenizer:
             if template_variables.get(name) not in (None, False):
                 raise TypeError(f"apply_chat_template: {name} is not supported by this tokenizer")
             template_variables.pop(name, None)
+        tokenize, return_dict = check_bool("tokenize", tokenize), check_bool("return_dict", return_dict)
+        if return_dict and not tokenize:
+            raise ValueError("return_dict=True needs tokenize=True")
         options = dict(tools=tools, add_generation_prompt=add_generation_prompt,
                        continue_final_message=continue_final_message, tokenize=tokenize, return_dict=return_dict,
                        enable_thinking=enable_thinking, **template_variables)
         if _is_batch(conversation):
             rendered = [self.apply_chat_template(c, **options) for c in conversation]
-            if check_bool("return_dict", return_dict):
-                return {key: [r[key] for r in rendered] for key in ("input_ids", "attention_mask")}
-            return rendered
+            return _batched(rendered) if return_dict else rendered
         chat, verbatim = _chat_messages(conversation)
         variables = dict(template_variables)
         if tools is not None:
@@ -140,18 +139,26 @@ class Tokenizer:
                                                 enable_thinking, json.dumps(variables) if variables else "")
         if continue_final_message:
             text = _cut_after_final_message(text, conversation[-1])
-        if check_bool("return_dict", return_dict) and not tokenize:
-            raise ValueError("return_dict=True needs tokenize=True")
-        if not check_bool("tokenize", tokenize):
+        if not tokenize:
             return text
         ids = self.encode(text, add_special_tokens=False)
-        return {"input_ids": ids, "attention_mask": [1] * len(ids)} if return_dict else ids
+        return _encoding(ids) if return_dict else ids
 
 
 # transformers' apply_chat_template options that shape tensors or swap the template: refused
 # rather than passed to the template as variables.
 UNSUPPORTED_TEMPLATE_OPTIONS = ("chat_template", "return_tensors", "padding", "truncation", "max_length",
                                 "tokenizer_kwargs", "return_assistant_tokens_mask")
+
+
+def _encoding(ids):
+    """transformers' encoding of one text: its ids and an all-ones attention mask."""
+    return {"input_ids": ids, "attention_mask": [1] * len(ids)}
+
+
+def _batched(encodings):
+    """Encodings of several texts as one, key by key, as transformers batches them."""
+    return {key: [e[key] for e in encodings] for key in ("input_ids", "attention_mask")}
 
 
 def _cut_after_final_message(text, message):
