@@ -77,7 +77,7 @@ int cmd_chat(const Args& raw) {
   ChatTemplateOptions template_options;
   if (args.has("--no-thinking")) template_options.enable_thinking = false;
   std::vector<ChatMessage> opening;
-  if (auto system = args.get("--system")) opening.push_back(ChatMessage{"system", *system, ""});
+  if (auto system = args.get("--system")) opening.push_back(ChatMessage{"system", *system});
   // The template is needed before the first message: a model folder without one fails here.
   engine.apply_chat_template(opening, template_options);
 
@@ -94,10 +94,10 @@ int cmd_chat(const Args& raw) {
       messages = opening;
       continue;
     }
-    messages.push_back(ChatMessage{"user", line, ""});
+    messages.push_back(ChatMessage{"user", line});
     try {
       const std::string prompt = engine.apply_chat_template(messages, template_options);
-      messages.push_back(ChatMessage{"assistant", reply(engine, prompt, params), ""});
+      messages.push_back(ChatMessage{"assistant", reply(engine, prompt, params)});
     } catch (const Error& e) {  // this message is dropped; the conversation goes on without it
       messages.pop_back();
       std::fprintf(stderr, "jetengine chat: error: %s (/reset starts a new conversation)\n", e.what());

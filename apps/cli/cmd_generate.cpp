@@ -98,7 +98,7 @@ int cmd_generate(const Args& raw) {
     for (Prompt& p : prompts) {
       const auto* text = std::get_if<std::string>(&p);
       JET_CHECK(text, "--chat needs text prompts, not token ids");
-      p = engine.apply_chat_template({ChatMessage{"user", *text, ""}});
+      p = engine.apply_chat_template({ChatMessage{"user", *text}});
     }
   }
 

@@ -89,7 +89,10 @@ Prompt read_messages(const JsonObject& body, const Engine& engine) {
   std::vector<ChatMessage> messages;
   for (size_t i = 0; i < list.size(); ++i) {
     const JsonObject message(list[i], str(body.source(), "'s messages[", i, "]"));
-    messages.push_back(ChatMessage{message.get_string("role"), message_content(message), ""});
+    ChatMessage chat{message.get_string("role"), message_content(message)};
+    // A string, even "", reaches the template; null counts as absent (JsonObject::has).
+    if (message.has("reasoning_content")) chat.reasoning_content = message.get_string("reasoning_content");
+    messages.push_back(std::move(chat));
   }
   return engine.apply_chat_template(messages);
 }

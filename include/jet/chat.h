@@ -14,7 +14,11 @@ namespace jet {
 struct ChatMessage {
   std::string role;
   std::string content;
-  std::string reasoning_content;  // empty = absent
+  // nullopt = absent. "" is present and empty, as in transformers: Qwen3's template tests
+  // `reasoning_content is defined and is not none` (later versions: `is string`), and only an
+  // absent one makes it parse the reasoning out of a content holding </think>. A JSON null or
+  // Python None maps to absent: under those tests none and undefined render alike.
+  std::optional<std::string> reasoning_content;
 };
 
 struct ChatTemplateOptions {

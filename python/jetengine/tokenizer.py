@@ -99,7 +99,8 @@ class Tokenizer:
         defaults: token ids, no generation prompt (pass add_generation_prompt=True to generate).
 
         conversation: a list of {"role", "content"} dicts (a list of such lists renders each);
-            `messages=` works too.
+            `messages=` works too. A "reasoning_content" of "" reaches the template as an empty
+            string, None as absent.
         add_generation_prompt: end with the assistant turn's header, where generation starts.
         continue_final_message: end right after the last message's content, without its end of
             turn, so that generation continues it; not with add_generation_prompt.
@@ -195,5 +196,6 @@ def _chat_messages(messages):
         text = content if isinstance(content, str) else ""
         reasoning = m.get("reasoning_content")
         verbatim |= bool(set(m) - MESSAGE_KEYS) or not all(isinstance(v, (str, type(None))) for v in (content, reasoning))
-        chat.append(_jetengine.ChatMessage(m["role"], text, reasoning if isinstance(reasoning, str) else ""))
+        # None (or no key) is absent, "" is present: the template tells them apart (include/jet/chat.h).
+        chat.append(_jetengine.ChatMessage(m["role"], text, reasoning if isinstance(reasoning, str) else None))
     return chat, verbatim

@@ -53,10 +53,11 @@ void bind_options(py::module_& m) {
       .def_readwrite("seed", &jet::SamplingParams::seed);
 
   py::class_<jet::ChatMessage>(m, "ChatMessage")
-      .def(py::init([](std::string role, std::string content, std::string reasoning_content) {
+      // reasoning_content None is absent; "" is present and empty (include/jet/chat.h).
+      .def(py::init([](std::string role, std::string content, std::optional<std::string> reasoning_content) {
              return jet::ChatMessage{std::move(role), std::move(content), std::move(reasoning_content)};
            }),
-           py::arg("role"), py::arg("content"), py::arg("reasoning_content") = "");
+           py::arg("role"), py::arg("content"), py::arg("reasoning_content") = py::none());
 
   py::class_<jet::ModelSummary>(m, "ModelSummary", "What the loaded model is")
       .def_readonly("model_type", &jet::ModelSummary::model_type)

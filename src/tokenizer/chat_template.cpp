@@ -70,7 +70,7 @@ jinja::Dict chat_template_variables(const std::vector<ChatMessage>& messages, co
     jinja::Dict entry;
     entry.set("role", Value::string(message.role));
     entry.set("content", Value::string(message.content));
-    if (!message.reasoning_content.empty()) entry.set("reasoning_content", Value::string(message.reasoning_content));
+    if (message.reasoning_content) entry.set("reasoning_content", Value::string(*message.reasoning_content));
     message_values.push_back(Value::dict(std::move(entry)));
   }
   jinja::Dict variables;

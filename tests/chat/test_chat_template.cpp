@@ -36,24 +36,24 @@ class ConfigFolder {
 
 TEST(ChatTemplate, Qwen3SingleTurnIsTheDocumentedPrompt) {
   const ChatTemplate chat = ChatTemplate::from_tokenizer_config(kQwen3Config);
-  EXPECT_EQ(chat.render({{"user", "What is 2+2?", ""}}, {}),
+  EXPECT_EQ(chat.render({{"user", "What is 2+2?"}}, {}),
             "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n");
   ChatTemplateOptions no_thinking;
   no_thinking.enable_thinking = false;
-  EXPECT_EQ(chat.render({{"user", "Hi", ""}}, no_thinking),
+  EXPECT_EQ(chat.render({{"user", "Hi"}}, no_thinking),
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
   ChatTemplateOptions no_prompt;
   no_prompt.add_generation_prompt = false;
-  EXPECT_EQ(chat.render({{"system", "Be brief.", ""}, {"user", "Hi", ""}}, no_prompt),
+  EXPECT_EQ(chat.render({{"system", "Be brief."}, {"user", "Hi"}}, no_prompt),
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
 }
 
 TEST(ChatTemplate, Qwen3KeepsReasoningOnlyAfterTheLastUserTurn) {
   const ChatTemplate chat = ChatTemplate::from_tokenizer_config(kQwen3Config);
   const std::vector<ChatMessage> messages = {
-      {"user", "q1", ""},
-      {"assistant", "<think>\nold plan\n</think>\n\na1", ""},  // reasoning parsed out of the content
-      {"user", "q2", ""},
+      {"user", "q1"},
+      {"assistant", "<think>\nold plan\n</think>\n\na1"},  // reasoning parsed out of the content
+      {"user", "q2"},
       {"assistant", "a2", "new plan"},  // reasoning given separately, after the last user turn
   };
   ChatTemplateOptions options;
@@ -61,6 +61,25 @@ TEST(ChatTemplate, Qwen3KeepsReasoningOnlyAfterTheLastUserTurn) {
   EXPECT_EQ(chat.render(messages, options),
             "<|im_start|>user\nq1<|im_end|>\n<|im_start|>assistant\na1<|im_end|>\n"
             "<|im_start|>user\nq2<|im_end|>\n<|im_start|>assistant\n<think>\nnew plan\n</think>\n\na2<|im_end|>\n");
+}
+
+TEST(ChatTemplate, EmptyReasoningIsPresentNotAbsent) {
+  // As in transformers, an empty reasoning_content is a defined string, not a missing key.
+  const ChatTemplate probe(
+      "{% for m in messages %}{{ m.reasoning_content is defined }} {{ m.reasoning_content is string }};{% endfor %}");
+  EXPECT_EQ(probe.render({{"assistant", "a"}, {"assistant", "a", ""}, {"assistant", "a", "r"}}, {}),
+            "False False;True True;True True;");
+  // So Qwen3 parses the reasoning out of a content holding </think> only when it is absent; an
+  // empty one keeps the content whole (outputs from jinja2 through tools/render_chat_template.py).
+  const ChatTemplate chat = ChatTemplate::from_tokenizer_config(kQwen3Config);
+  ChatTemplateOptions options;
+  options.add_generation_prompt = false;
+  const std::string content = "<think>\nplan\n</think>\n\nanswer";
+  EXPECT_EQ(chat.render({{"user", "q"}, {"assistant", content}}, options),
+            "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\nplan\n</think>\n\nanswer<|im_end|>\n");
+  EXPECT_EQ(chat.render({{"user", "q"}, {"assistant", content, ""}}, options),
+            "<|im_start|>user\nq<|im_end|>\n"
+            "<|im_start|>assistant\n<think>\n\n</think>\n\n<think>\nplan\n</think>\n\nanswer<|im_end|>\n");
 }
 
 TEST(ChatTemplate, Qwen3ToolsAndToolCallsThroughExtraVariables) {
@@ -89,13 +108,13 @@ TEST(ChatTemplate, LladaMatchesTheModelCardExample) {
   const ChatTemplate chat(llada_template());
   ChatTemplateOptions options;
   options.bos_token = "<|startoftext|>";
-  EXPECT_EQ(chat.render({{"user", "Hi", ""}}, options),
+  EXPECT_EQ(chat.render({{"user", "Hi"}}, options),
             "<|startoftext|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
             "<|start_header_id|>assistant<|end_header_id|>\n\n");
   // Content is trimmed, BOS comes only once, and the assistant header ends the prompt even when
   // add_generation_prompt is off (the LLaDA template ignores it).
   options.add_generation_prompt = false;
-  EXPECT_EQ(chat.render({{"system", "  sys \n", ""}, {"user", "\tq ", ""}}, options),
+  EXPECT_EQ(chat.render({{"system", "  sys \n"}, {"user", "\tq "}}, options),
             "<|startoftext|><|start_header_id|>system<|end_header_id|>\n\nsys<|eot_id|>"
             "<|start_header_id|>user<|end_header_id|>\n\nq<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
 }
@@ -103,11 +122,11 @@ TEST(ChatTemplate, LladaMatchesTheModelCardExample) {
 TEST(ChatTemplate, VariablesMirrorTransformers) {
   ChatTemplateOptions options;
   options.bos_token = "<s>";
-  const jinja::Dict variables = chat_template_variables({{"assistant", "a", "r"}, {"user", "u", ""}}, options);
+  const jinja::Dict variables = chat_template_variables({{"assistant", "a", "r"}, {"user", "u"}}, options);
   const ChatTemplate probe(
       "{{ messages }} {{ tools }} {{ documents }} {{ add_generation_prompt }} {{ enable_thinking is defined }} "
       "{{ bos_token }} {{ eos_token is defined }}");
-  EXPECT_EQ(probe.render({{"assistant", "a", "r"}, {"user", "u", ""}}, options),
+  EXPECT_EQ(probe.render({{"assistant", "a", "r"}, {"user", "u"}}, options),
             "[{'role': 'assistant', 'content': 'a', 'reasoning_content': 'r'}, {'role': 'user', 'content': 'u'}] "
             "None None True False <s> False");
   EXPECT_EQ(variables.size(), 5u);
@@ -122,7 +141,7 @@ TEST(ChatTemplate, VariablesMirrorTransformers) {
 TEST(ChatTemplate, ReadsTemplatesTheWayTransformersDoes) {
   ConfigFolder folder;
   const std::string plain = folder.write("tokenizer_config.json", R"({"chat_template": "A{{ messages | length }}"})");
-  EXPECT_EQ(ChatTemplate::from_tokenizer_config(plain).render({{"user", "x", ""}}, {}), "A1");
+  EXPECT_EQ(ChatTemplate::from_tokenizer_config(plain).render({{"user", "x"}}, {}), "A1");
   folder.write("tokenizer_config.json",
                R"({"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})");
   EXPECT_EQ(ChatTemplate::from_tokenizer_config(plain).render({}, {}), "D");
@@ -158,9 +177,9 @@ TEST(ChatTemplate, RaiseExceptionReachesTheCallerVerbatim) {
   const ChatTemplate chat(
       "{% for m in messages %}{% if m.role == 'system' %}"
       "{{ raise_exception('System role not supported') }}{% endif %}{% endfor %}ok");
-  EXPECT_EQ(chat.render({{"user", "hi", ""}}, {}), "ok");
+  EXPECT_EQ(chat.render({{"user", "hi"}}, {}), "ok");
   try {
-    chat.render({{"system", "s", ""}}, {});
+    chat.render({{"system", "s"}}, {});
     FAIL() << "expected raise_exception to throw";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "System role not supported");

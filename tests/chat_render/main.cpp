@@ -26,8 +26,12 @@ jet::ChatTemplateOptions options_from_json(const nlohmann::json& json) {
 std::vector<jet::ChatMessage> messages_from_json(const nlohmann::json& json) {
   std::vector<jet::ChatMessage> messages;
   for (const auto& entry : json) {
-    messages.push_back({entry.at("role").get<std::string>(), entry.at("content").get<std::string>(),
-                        entry.value("reasoning_content", "")});
+    jet::ChatMessage message{entry.at("role").get<std::string>(), entry.at("content").get<std::string>()};
+    // null is absent, as the engine's JSON readers take it; "" is present and empty.
+    if (entry.contains("reasoning_content") && !entry["reasoning_content"].is_null()) {
+      message.reasoning_content = entry["reasoning_content"].get<std::string>();
+    }
+    messages.push_back(std::move(message));
   }
   return messages;
 }

@@ -249,10 +249,12 @@ def test_jinja_subset_features():
 
 # ---------------------------------------------------------------- random conversations
 
+# Assistant contents from which Qwen3's template parses the reasoning when reasoning_content is absent.
+THINK_CONTENTS = ["<think>\nearlier thought\n</think>\n\nvisible answer", "no open tag</think>\ntail"]
 EDGE_TEXTS = [
     "", " ", "\n", "  padded  ", "\n\nnewlines around\n\n", "\t tabbed \t", "\u3000ideographic space\u3000",
-    "\u00a0nbsp\u00a0", "trailing\u2028line sep\u2029", "x\x1fy", "<think>\nearlier thought\n</think>\n\nvisible answer",
-    "no open tag</think>\ntail", "<tool_response>\n{\"ok\": true}\n</tool_response>", "{{ not a template }} {% raw %}",
+    "\u00a0nbsp\u00a0", "trailing\u2028line sep\u2029", "x\x1fy", *THINK_CONTENTS,
+    "<tool_response>\n{\"ok\": true}\n</tool_response>", "{{ not a template }} {% raw %}",
     "quotes ' \" and \\ backslash", "emoji 👩‍👩‍👧 🇫🇷 ✋🏽", "中文 日本語 한국어", "العربية עברית", "é è ê ß Σ ǅ",
     "1e10 3.14 -0 NaN", "\r\nwindows\r\n", "long " + "word " * 60,
 ]
@@ -360,16 +362,20 @@ def test_random_conversations_match_jinja2():
 
 def test_chat_api_matches_transformers_variables():
     """ChatTemplate::render (messages + options, what the engine calls) against the variables
-    transformers passes, for messages the C++ ChatMessage can hold."""
+    transformers passes, for messages the C++ ChatMessage can hold. reasoning_content is text,
+    absent, "" (present: Qwen3 then keeps a content holding </think> whole) or None (absent in
+    C++; these templates test `is not none` or truthiness, under which none and undefined agree)."""
     rng = random.Random(7)
     cases = []
+    empty_reasoning_matters = 0  # cases whose jinja2 output changes when their "" are dropped
     for name, template in chat_templates().items():
         for i in range(60):
             messages = [{key: value for key, value in message.items() if key in ("role", "content", "reasoning_content")}
                         for message in random_conversation(rng)]
             for message in messages:
-                if not message.get("reasoning_content"):
-                    message.pop("reasoning_content", None)  # empty means absent in ChatMessage
+                if message["role"] == "assistant" and rng.random() < 0.25:
+                    message["reasoning_content"] = ""
+                    message["content"] = rng.choice([message["content"], *THINK_CONTENTS])
             options = {"add_generation_prompt": rng.random() < 0.7}
             thinking = rng.choice([None, True, False])
             if thinking is not None:
@@ -379,6 +385,11 @@ def test_chat_api_matches_transformers_variables():
             variables = hf_variables(messages, options["add_generation_prompt"], thinking, bos, eos)
             request = {"template": template, "messages": messages, "options": options}
             cases.append((f"{name} api #{i}", template, variables, request))
+            without_empty = [{k: v for k, v in m.items() if (k, v) != ("reasoning_content", "")} for m in messages]
+            empty_reasoning_matters += jinja_render(template, variables) != jinja_render(
+                template, hf_variables(without_empty, options["add_generation_prompt"], thinking, bos, eos))
     outcomes = check_cases(cases)
-    print(f"{len(cases)} ChatTemplate::render cases match jinja2: {outcomes}")
+    print(f"{len(cases)} ChatTemplate::render cases match jinja2: {outcomes}; "
+          f"{empty_reasoning_matters} render differently without their empty reasoning_content")
     assert outcomes["output"] > 0.7 * len(cases)
+    assert empty_reasoning_matters >= 10

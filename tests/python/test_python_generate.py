@@ -202,6 +202,18 @@ def test_chat_template(llm):
     assert named == tok.apply_chat_template([{"role": "user", "content": "hi"}])
 
 
+def test_chat_template_keeps_an_empty_reasoning_content(tmp_path):
+    # As transformers passes them: "" is a string; None and no key are not (Qwen3 tests `is string`
+    # or `is not none`). A chat_template.jinja next to the config replaces the model's template.
+    folder = make_tiny_model("sdar", tmp_path / "sdar", seed=5)
+    probe = "{% for m in messages %}{{ m.reasoning_content is string }} {% endfor %}"
+    (folder / "chat_template.jinja").write_text(probe)
+    tok = LLM(folder, **ENGINE).tokenizer
+    messages = [{"role": "assistant", "content": "a"}] + [
+        {"role": "assistant", "content": "a", "reasoning_content": r} for r in (None, "", "r")]
+    assert tok.apply_chat_template(messages, tokenize=False) == "False False True True "
+
+
 def test_chat_template_continues_the_final_message(llm):
     tok = llm.tokenizer
     messages = [{"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "It is"}]

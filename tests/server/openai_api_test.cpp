@@ -2,7 +2,10 @@
 // SamplingParams, what the engine does not do is an error naming the field, and the responses
 // have OpenAI's shape.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "core/error.h"
@@ -80,8 +83,47 @@ TEST(OpenAiApi, ChatMessagesGoThroughTheTemplate) {
       R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "What is "}, {"type": "text", "text": "2 + 2?"}]}],
           "max_completion_tokens": 5})",
       demo_engine(), {});
-  EXPECT_EQ(std::get<std::string>(r.prompt), demo_engine().apply_chat_template({{"user", "What is 2 + 2?", ""}}));
+  EXPECT_EQ(std::get<std::string>(r.prompt), demo_engine().apply_chat_template({{"user", "What is 2 + 2?"}}));
   EXPECT_EQ(r.params.max_tokens, 5);
+}
+
+TEST(OpenAiApi, ReasoningContentReachesTheTemplateEvenWhenEmpty) {
+  // The demo model behind a template that shows what it gets (chat_template.jinja next to the
+  // config wins over the config's template); the other files are links to the demo model's.
+  const std::filesystem::path demo = std::string(JET_REPO_DIR) + "/models/sdar-tiny-arith";
+  const std::filesystem::path folder =
+      std::filesystem::temp_directory_path() / ("jet_openai_reasoning_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(folder);
+  struct RemoveOnExit {
+    std::filesystem::path path;
+    ~RemoveOnExit() { std::filesystem::remove_all(path); }  // the links, not the demo model's files
+  } cleanup{folder};
+  for (const auto& entry : std::filesystem::directory_iterator(demo)) {
+    std::filesystem::create_symlink(entry.path(), folder / entry.path().filename());
+  }
+  std::ofstream(folder / "chat_template.jinja")
+      << "{% for m in messages %}{% if m.reasoning_content is defined %}[{{ m.reasoning_content }}]{% else %}-"
+         "{% endif %}{% endfor %}";
+  jet::EngineOptions options;
+  options.model = folder.string();
+  options.device = "cpu";
+  options.kv_cache_memory_bytes = int64_t{64} << 20;
+  const jet::Engine engine(options);
+  // Absent and null are absent; "" is present and empty.
+  const auto r = parse_request(Endpoint::ChatCompletions, R"({"messages": [
+      {"role": "user", "content": "q"},
+      {"role": "assistant", "content": "a", "reasoning_content": null},
+      {"role": "assistant", "content": "a", "reasoning_content": ""},
+      {"role": "assistant", "content": "a", "reasoning_content": "r"}]})",
+                               engine, {});
+  EXPECT_EQ(std::get<std::string>(r.prompt), "--[][r]");
+  try {
+    parse_request(Endpoint::ChatCompletions, R"({"messages": [{"role": "assistant", "reasoning_content": 5}]})", engine,
+                  {});
+    FAIL() << "expected a non-string reasoning_content to be rejected";
+  } catch (const jet::Error& e) {
+    EXPECT_STREQ(e.what(), "the request body's messages[0]: key 'reasoning_content' must be a string, got integer 5");
+  }
 }
 
 TEST(OpenAiApi, WhatTheEngineDoesNotDoIsAnErrorNamingTheField) {
