@@ -69,6 +69,7 @@ SamplingParams read_sampling(const ArgParser& args, const Engine& engine) {
       p.stop_token_ids.push_back(static_cast<int32_t>(id));
     }
   }
+  engine.check_params(p);
   return p;
 }
 

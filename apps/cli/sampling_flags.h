@@ -17,7 +17,9 @@ extern const char* const kSamplingFlagsHelp;
 std::set<std::string> with_sampling_value_flags(std::set<std::string> flags);
 std::set<std::string> with_sampling_bool_flags(std::set<std::string> flags);
 
-// The flags' SamplingParams; denoising_steps is default_denoising_steps unless given.
+// The flags' SamplingParams; denoising_steps is default_denoising_steps unless given. Checked
+// against the engine here, so that a bad flag stops the verb before it reads any input (chat
+// would otherwise only find out at its first message).
 SamplingParams read_sampling(const ArgParser& args, const Engine& engine);
 
 // SamplingParams' default of 4 denoising steps, capped at the engine's block length (S <= B).

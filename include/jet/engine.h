@@ -149,6 +149,9 @@ class Engine {
   // <= 0: max_num_seqs). A rejected request gets its on_error and the others go on. Returns once
   // `source` has returned false and the requests in flight have finished.
   void serve(const RequestSource& source, int max_active = 0);
+  // Throws the jet::Error that generate and serve give for `params` (the field and its allowed
+  // range), without a prompt: for callers that fix their parameters before prompts come.
+  void check_params(const SamplingParams& params) const;
 
   // --- Weights between RL training steps (the original's APIs) ---
   // Overwrites the named weights in place (the KV cache and everything else stay). Every view

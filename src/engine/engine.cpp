@@ -493,6 +493,12 @@ void Engine::serve(const RequestSource& source, int max_active) {
       });
 }
 
+void Engine::check_params(const SamplingParams& params) const {
+  // No prompt yet: its length only places diversity_enforce's barrier, and the fallback seed only
+  // fills an unset one; neither is checked.
+  (void)resolve_request(params, impl_->limits, /*prompt_len=*/0, /*fallback_seed=*/0);
+}
+
 namespace {
 
 // The caller's views as a TensorSource (no copy: the data stays where the caller keeps it).

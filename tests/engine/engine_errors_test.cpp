@@ -66,6 +66,24 @@ TEST(EngineErrors, BadRequestsLeaveTheEngineUsable) {
   EXPECT_EQ(again[0].token_ids, reference[0].token_ids);
 }
 
+TEST(EngineErrors, CheckParamsGivesGeneratesErrorWithoutAPrompt) {
+  jet::EngineOptions opts;
+  opts.model = tiny_model_dir();
+  opts.device = "cpu";
+  jet::Engine engine(opts);
+  EXPECT_NO_THROW(engine.check_params(greedy(8)));
+  auto bad = greedy(8);
+  bad.denoising_steps = 9;  // a rule that needs the engine: S <= block_length
+  try {
+    engine.check_params(bad);
+    FAIL() << "expected check_params to reject denoising_steps 9";
+  } catch (const jet::Error& e) {
+    EXPECT_STREQ(e.what(), "denoising_steps must be in [1, block_length = 4], got 9");
+  }
+  expect_error(engine, {std::vector<int32_t>{5, 6, 7}}, bad,
+               "prompt 0: denoising_steps must be in [1, block_length = 4]");
+}
+
 TEST(EngineErrors, HugeMaxTokensStillMeetsTheCacheCheck) {
   jet::EngineOptions opts;
   opts.model = tiny_model_dir();

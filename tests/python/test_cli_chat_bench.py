@@ -1,6 +1,7 @@
 """`jetengine chat` and `jetengine bench` as processes, with the demo model on the CPU: chat
-answers line by line as generate --chat does, /reset starts over and /exit stops; bench prints
-one row per batch size with the tokens it was asked for, and rejects bad flags."""
+answers line by line as generate --chat does, /reset starts over and /exit stops, and bad flags
+stop it at startup; bench prints one row per batch size with the tokens it was asked for, and
+rejects bad flags."""
 import re
 
 from jet_test_utils import REPO, run_cli
@@ -46,6 +47,19 @@ def test_chat_rejects_a_folder_without_a_chat_template():
     result = run_cli(["chat", "--model", REPO / "models" / "qwen3-tokenizer", "--device", "cpu"], stdin="hi\n")
     assert result.returncode == 1
     assert "error" in result.stderr
+
+
+def test_chat_rejects_bad_sampling_flags_at_startup():
+    # Before reading stdin: with no input at all, and without answering the message that is there.
+    result = run("chat", "--temperature", "-1", stdin="")
+    assert result.returncode == 1
+    assert "jetengine chat: error: temperature must be in [0, 1e+06] (0 = greedy), got -1" in result.stderr
+    for flags, named in ((["--denoising-steps", "9"], "denoising_steps must be in [1, block_length = 4], got 9"),
+                         (["--strategy", "nope"], "unknown remasking strategy 'nope'"),
+                         (["--stop-token-ids", "99999"], "stop_token_ids: id 99999 is outside the vocabulary")):
+        result = run("chat", *flags, stdin="What is 4821 + 937?\n")
+        assert result.returncode == 1 and result.stdout == "", result.stderr
+        assert "jetengine chat: error: " + named in result.stderr
 
 
 def test_bench_prints_a_row_per_batch_and_mode2():
