@@ -346,6 +346,15 @@ std::vector<Case> targeted_cases() {
       {"a sequence with no new tokens", {10, 20}, {0, 5}, 16, 8, 2, 64, 4, true},
       {"save and next block in one forward", {16}, {8}, 8, 4, 1, 64, 4, true},
       {"head_dim 64, long prefix, GQA 2 (key splits)", {1200}, {8}, 256, 8, 4, 64, 8, true},
+      // Which kernel runs the rows of sequences of at most 16 rows (attention.cu, use_dim_split):
+      {"dim-split kernel, head_dim 64, key splits", std::vector<int>(12, 400), std::vector<int>(12, 4), 256, 16, 4, 64,
+       4, true},
+      {"attention_kernel: one sequence of 16 rows (too few CTAs for the dim-split kernel)", {300}, {4}, 64, 32, 8, 128,
+       4, true},
+      {"dim-split kernel, 40 prefixes of 1,000 keys (key splits)", std::vector<int>(40, 1000),
+       std::vector<int>(40, 4), 64, 32, 8, 128, 4},
+      {"attention_kernel: 100 prefixes of 600 keys (more CTAs than one dim-split wave)", std::vector<int>(100, 600),
+       std::vector<int>(100, 4), 64, 32, 8, 128, 4},
   };
 }
 
@@ -401,7 +410,9 @@ void bench(cuda::CudaBackend& cuda) {
       {"denoise", 128, 2048, 4, 4}, {"denoise", 1, 2048, 4, 4},  {"denoise", 8, 2048, 4, 4},
       {"denoise", 32, 2048, 4, 4},  {"denoise", 99, 2048, 4, 4}, {"denoise", 128, 4096, 4, 4},
       {"denoise", 128, 64, 4, 4},   {"denoise", 128, 192, 4, 4}, {"denoise", 1, 16384, 4, 4},
-      {"denoise", 32, 2048, 8, 4},  {"denoise", 128, 192, 8, 4}, {"prefill", 4, 0, 1024, 4},
+      {"denoise", 32, 2048, 8, 4},  {"denoise", 128, 192, 8, 4}, {"denoise", 128, 320, 4, 4},
+      {"denoise", 128, 704, 4, 4},  {"denoise", 128, 1024, 4, 4}, {"denoise", 64, 1024, 4, 4},
+      {"denoise", 64, 2048, 4, 4},  {"prefill", 4, 0, 1024, 4},
       {"prefill", 4, 0, 1024, 0},   {"prefill", 16, 0, 256, 4},
   };
   std::mt19937 rng(11);

@@ -1,24 +1,16 @@
 // Paged attention on the GPU: every query row attends its sequence's keys in the paged bf16 cache,
 // the batch's own included (qk_norm_rope stored them), block-causal or bidirectional, GQA, with
 // bf16 tensor-core MMAs (mma.sync m16n8k16, fp32 accumulate) and an online softmax whose
-// statistics stay in fp32.
+// statistics stay in fp32. This file holds the launch (which kernel, the key splits) and the
+// kernel that merges the splits.
 //
-// Tiling. One CTA of 4 warps owns (sequence s, kv head, a tile of query rows, a split of the key
-// range). A query row is a (new token, q head of the kv head's group) pair, so the nh / nkv heads
-// that read one kv head share every K/V tile the CTA loads: a sequence has num_new * group rows.
-// Keys stream through shared memory in tiles of 64, gathered row by row through the page table
-// with cp.async into two stages (the next tile loads while the warps compute on the current one;
-// a third stage for denoise rows over long prefixes, with 2 CTAs per multiprocessor instead of 3,
-// measured no faster at 2,048 keys and 3% slower in streaming, 2026-12-01 run 11; one bulk copy
-// per K or V row through the TMA engine, 22% faster on 35 MB of K/V that stay in L2, was 9% slower
-// in the engine, whose K/V come from memory, run 14).
-// The 4 warps divide a tile by rows or by keys, picked from the rows a sequence has:
-//   * prefill (more than 32 rows): each warp owns 16 rows and all 64 keys of every tile;
-//   * denoise (at most 16 rows, e.g. B = 4 tokens x 4 heads): the 4 warps share the 16 rows and
-//     each takes 16 keys of every tile, so one CTA keeps all its warps busy on one long prefix;
-//   * 17 to 32 rows: 2 warps of 16 rows, each tile's keys split in two halves.
-// Each warp keeps its own softmax state (row max and sum, unnormalised output); the warps that
-// split keys merge theirs through shared memory at the end.
+// One CTA of 4 warps owns (sequence s, kv head, a tile of query rows, a split of the key range).
+// A query row is a (new token, q head of the kv head's group) pair, so the nh / nkv heads that
+// read one kv head share every K/V tile the CTA loads: a sequence has num_new * group rows.
+// Two kernels:
+//   * attention_kernel (attention_row_tiles.cuh), any rows: warps keep whole output rows;
+//   * dim_split_attention_kernel (attention_dim_split.cuh), at most 16 rows: warps split the head
+//     dimension, 5 CTAs per multiprocessor instead of 3, for launches bound by latency.
 // When (sequences x row tiles x kv heads) gives too few CTAs to fill the GPU (few sequences with
 // long prefixes, the flash-decoding case), the key range is also split across CTAs: each split
 // writes its unnormalised fp32 output and (max, sum) to a workspace (the cuBLASLt workspace, idle
@@ -31,6 +23,9 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/attention_dim_split.cuh"
+#include "backend/cuda/attention_row_tiles.cuh"
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/op_checks.h"
 
@@ -38,455 +33,12 @@ namespace jet::cuda {
 
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
-constexpr int kTileKeys = 64;  // keys per shared-memory tile
-constexpr int kStages = 2;
-constexpr int kResidentCtas = 3;  // per multiprocessor: about 71 KB of shared memory each
-// bf16 padding per shared-memory row: consecutive rows start 16 bytes apart in the banks, so the
-// 8 row addresses of one ldmatrix hit 8 different bank groups.
-constexpr int kRowPad = 8;
+using namespace attention_detail;
+
 // Splitting the key range below this many keys per split costs more in merging than it gains:
 // at 128, batches 1 and 4 of short prompts (one 256-key page) ran 3-4% slower split in two than
 // unsplit (2026-12-01 run 16).
 constexpr int kMinKeysPerSplit = 256;
-constexpr float kLog2e = 1.4426950408889634f;
-
-// Everything the kernels read, passed by value.
-struct Params {
-  const bf16* qkv;  // [T, (nh + 2 nkv) * hd]
-  bf16* k_cache;    // [pages, page_size, nkv, hd]
-  bf16* v_cache;
-  bf16* out;              // [T, nh * hd]
-  float* partial_out;     // [splits, T * nh, hd], unnormalised, when num_splits > 1
-  float2* partial_stats;  // [splits, T * nh]: (row max in log2 units, row sum)
-  const int32_t* positions;
-  const int32_t* seq_starts;
-  const int32_t* cached_lens;
-  const int32_t* page_table;
-  int num_tokens, max_pages, page_size, mask_block, nh, nkv, hd, num_splits;
-  float scale_log2;  // 1/sqrt(hd) * log2(e): the softmax runs in base 2 (ex2 is one instruction)
-};
-
-// Keys a query at `position` may see among `key_count`: everything, or up to the end of its block.
-__device__ __forceinline__ int visible_keys(int position, int key_count, int mask_block) {
-  return mask_block > 0 ? min(key_count, (position / mask_block + 1) * mask_block) : key_count;
-}
-
-__device__ __forceinline__ int64_t cache_row(const Params& p, int seq, int position) {
-  return paged_slot(p.page_table, p.max_pages, p.page_size, seq, position);
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// A running max of -inf means "no key yet": rescaling against it must give 0, not NaN.
-__device__ __forceinline__ float max_or_zero(float m) { return m == -INFINITY ? 0.0f : m; }
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-// --- Tensor-core and async-copy primitives (PTX) ---------------------------------------------------
-
-// 16-byte global->shared copy; with `valid` false the destination is zero-filled and nothing is read.
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int Pending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(Pending));
-}
-
-// Four 8x8 bf16 matrices; lane i gives the address of row i % 8 of matrix i / 8.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* smem) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const bf16* smem) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-}
-
-// acc[16x8] += a[16x16] * b[16x8]; bf16 inputs, fp32 accumulators (the PTX fragment layouts).
-__device__ __forceinline__ void mma_bf16(float (&acc)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// --- Attention ---------------------------------------------------------------------------------------
-
-// Shapes and shared-memory layout of one kernel configuration.
-template <int HD, int RowWarps>
-struct Config {
-  static_assert(HD % 16 == 0 && kWarps % RowWarps == 0);
-  static constexpr int kKeyWarps = kWarps / RowWarps;        // warps sharing the same rows
-  static constexpr int kBlockRows = 16 * RowWarps;           // query rows per CTA
-  static constexpr int kWarpKeys = kTileKeys / kKeyWarps;    // keys of each tile one warp handles
-  static constexpr int kLd = HD + kRowPad;                   // bf16 stride of Q/K/V rows in smem
-  static constexpr int kMergeLd = HD + 8;                    // fp32 stride of the merge buffer
-  static constexpr int kMergeRows = kKeyWarps * kBlockRows;  // always 64
-  static_assert(kWarpKeys % 16 == 0);
-
-  // Stages [kStages][K, V][kTileKeys][kLd] bf16. The Q tile [kBlockRows][kLd] bf16 is the second
-  // stage until its rows are in registers, before the second K/V tile loads (its own 4.3-17.4 KB
-  // left 32-row CTAs 2 per multiprocessor instead of 3). After the key loop the stages hold the
-  // merge buffer [kKeyWarps][kBlockRows][kMergeLd] fp32.
-  static constexpr size_t kTileBytes = size_t{kTileKeys} * kLd * sizeof(bf16);
-  static constexpr size_t kStagesBytes = size_t{kStages} * 2 * kTileBytes;
-  static_assert(size_t{kMergeRows} * kMergeLd * sizeof(float) <= kStagesBytes);
-  static_assert(kStages >= 2 && size_t{kBlockRows} * kLd * sizeof(bf16) <= 2 * kTileBytes);
-  static constexpr size_t kQOffset = 2 * kTileBytes;
-  static constexpr size_t kLimitsOffset = kStagesBytes;
-  static constexpr size_t kMaxOffset = kLimitsOffset + kBlockRows * sizeof(int);
-  static constexpr size_t kSumOffset = kMaxOffset + kMergeRows * sizeof(float);
-  static constexpr size_t kRowStatsOffset = kSumOffset + kMergeRows * sizeof(float);  // float2 [kBlockRows]
-  static constexpr size_t kSmemBytes = kRowStatsOffset + kBlockRows * sizeof(float2);
-  static_assert(kRowStatsOffset % 8 == 0);
-};
-
-// Where the CTA's rows are: rows [row0, row0 + kBlockRows) of sequence `seq`'s num_rows rows.
-struct CtaRows {
-  int seq, kv_head, split, group, seq_begin, num_rows, row0;
-  // Packed token and q head of row r (r < num_rows).
-  __device__ int token(int r) const { return seq_begin + r / group; }
-  __device__ int head(int r) const { return kv_head * group + r % group; }
-};
-
-// The cache row of key key0 (a multiple of kTileKeys, below key_count) when pages hold whole tiles
-// (page_size a multiple of 64, as the engine's 256 are): the tile's rows are then consecutive in
-// one page, so one page-table read serves the tile instead of one per row, each a dependent load
-// the copies would wait on. 0 otherwise (load_kv_tile then reads the table row by row).
-__device__ __forceinline__ int64_t tile_first_row(const Params& p, int seq, int key0) {
-  return p.page_size % kTileKeys == 0 ? cache_row(p, seq, key0) : 0;
-}
-
-// Issues the cp.async of keys [key0, key0 + kTileKeys) of (seq, kv head) into k_dst / v_dst,
-// given tile_first_row(key0). A thread copies the same 16-byte column of every kRowsPerPass-th
-// row, so its addresses step by a constant: the per-chunk index arithmetic this replaced took a
-// fifth of the kernel's issue slots (2026-12-01 run 14, Nsight Compute). Keys past the sequence's
-// key_count are zero-filled up to the end of the last warp's share (kWarpKeys) that holds a valid
-// key: their scores are masked, but 0 * NaN (what an unwritten cache slot may hold) would still
-// poison P·V. The shares after it are neither loaded nor read (the key loop skips them).
-template <int HD, int RowWarps>
-__device__ void load_kv_tile(const Params& p, const CtaRows& c, int key0, int64_t first_row, int key_count, bf16* k_dst,
-                             bf16* v_dst) {
-  using Cfg = Config<HD, RowWarps>;
-  constexpr int kChunksPerRow = HD / 8;
-  constexpr int kRowsPerPass = kThreads / kChunksPerRow;
-  static_assert(kThreads % kChunksPerRow == 0 && kTileKeys % kRowsPerPass == 0);
-  const int first = threadIdx.x / kChunksPerRow, col = (threadIdx.x % kChunksPerRow) * 8;
-  const int valid_rows = key_count - key0;
-  const int rows_read = (valid_rows + Cfg::kWarpKeys - 1) / Cfg::kWarpKeys * Cfg::kWarpKeys;
-  const bool whole_tile_pages = p.page_size % kTileKeys == 0;
-  const int64_t row_stride = int64_t{p.nkv} * HD, column = int64_t{c.kv_head} * HD + col;
-#pragma unroll
-  for (int k = 0; k < kTileKeys / kRowsPerPass; ++k) {
-    const int row = first + k * kRowsPerPass;
-    if (row >= rows_read) break;  // rows only grow with k
-    const bool valid = row < valid_rows;
-    const int64_t slot = whole_tile_pages ? first_row + row : (valid ? cache_row(p, c.seq, key0 + row) : 0);
-    const int64_t src = valid ? slot * row_stride + column : 0;
-    cp_async_16(k_dst + row * Cfg::kLd + col, p.k_cache + src, valid);
-    cp_async_16(v_dst + row * Cfg::kLd + col, p.v_cache + src, valid);
-  }
-}
-
-template <int HD, int RowWarps>
-__device__ void load_q_tile(const Params& p, const CtaRows& c, bf16* q_dst) {
-  using Cfg = Config<HD, RowWarps>;
-  constexpr int kChunksPerRow = HD / 8;
-  const int64_t qkv_width = int64_t{p.nh + 2 * p.nkv} * HD;
-  for (int i = threadIdx.x; i < Cfg::kBlockRows * kChunksPerRow; i += kThreads) {
-    const int row = i / kChunksPerRow, col = (i % kChunksPerRow) * 8, r = c.row0 + row;
-    const bool valid = r < c.num_rows;
-    const int64_t src = valid ? c.token(r) * qkv_width + int64_t{c.head(r)} * HD + col : 0;
-    cp_async_16(q_dst + row * Cfg::kLd + col, p.qkv + src, valid);
-  }
-}
-
-// One warp's online-softmax state for its 16 rows. The m16n8 accumulator layout gives lane
-// (g = lane / 4, c = lane % 4) rows g and g + 8 ("half" 0 and 1), columns 2c and 2c + 1 of each
-// 8-wide block; the four lanes of a quad hold the same rows.
-template <int HD>
-struct WarpState {
-  float out[HD / 8][4] = {};              // unnormalised output, [8-dim block][accumulator element]
-  float max[2] = {-INFINITY, -INFINITY};  // running row max (log2 units), same in all 4 lanes
-  float sum[2] = {0.0f, 0.0f};            // this lane's share of the row sum (quad-reduced at the end)
-};
-
-// One warp's work on one K/V tile: S = Q Kᵀ over its keys, mask, online softmax, out += P V.
-template <int HD, int RowWarps>
-__device__ void attend_tile(const Params& p, const uint32_t (&q_frag)[HD / 16][4], const bf16* k_tile,
-                            const bf16* v_tile, int first_key, int smem_key0, const int (&limit)[2],
-                            WarpState<HD>& st) {
-  using Cfg = Config<HD, RowWarps>;
-  constexpr int kKeyBlocks = Cfg::kWarpKeys / 8;
-  const int lane = threadIdx.x % 32;
-
-  // Scores. ldmatrix (no transpose) of K rows gives the "col" B operand directly: matrices
-  // (keys +0, dims +0), (keys +0, dims +8), (keys +8, dims +0), (keys +8, dims +8).
-  float s[kKeyBlocks][4] = {};
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; ++kk) {
-#pragma unroll
-    for (int kb = 0; kb < kKeyBlocks; kb += 2) {
-      uint32_t b[4];
-      const int key = smem_key0 + kb * 8 + (lane / 16) * 8 + lane % 8;
-      ldmatrix_x4(b, k_tile + key * Cfg::kLd + kk * 16 + ((lane / 8) % 2) * 8);
-      mma_bf16(s[kb], q_frag[kk], b[0], b[1]);
-      mma_bf16(s[kb + 1], q_frag[kk], b[2], b[3]);
-    }
-  }
-
-  // Mask and scale, then the rows' new max (over the quad's lanes).
-  float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int kb = 0; kb < kKeyBlocks; ++kb) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int key = first_key + kb * 8 + 2 * (lane % 4) + (e & 1);
-      s[kb][e] = key < limit[e / 2] ? s[kb][e] * p.scale_log2 : -INFINITY;
-      tile_max[e / 2] = fmaxf(tile_max[e / 2], s[kb][e]);
-    }
-  }
-  float base[2], rescale[2];
-  bool moved = false;  // whether this lane's output needs rescaling
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-    tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-    const float new_max = fmaxf(st.max[h], tile_max[h]);
-    base[h] = max_or_zero(new_max);
-    rescale[h] = fast_exp2(st.max[h] - base[h]);  // 0 while the row had no key
-    // A factor of 1 (the max did not move) changes nothing, nor does any factor on a row with no
-    // key yet, whose output is all zeros.
-    moved = moved || (rescale[h] != 1.0f && st.max[h] != -INFINITY);
-    st.max[h] = new_max;
-    st.sum[h] *= rescale[h];
-  }
-  if (__any_sync(0xffffffffu, moved)) {  // the warp skips HD / 4 multiplies per lane otherwise
-#pragma unroll
-    for (int d = 0; d < HD / 8; ++d) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) st.out[d][e] *= rescale[e / 2];
-    }
-  }
-
-  // P = exp2(S - max), rounded to bf16 straight into A fragments: the accumulators of key
-  // blocks 2j and 2j + 1 are exactly the A operand of the k16 step j of P·V.
-  uint32_t p_frag[kKeyBlocks / 2][4];
-#pragma unroll
-  for (int kb = 0; kb < kKeyBlocks; ++kb) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      s[kb][e] = fast_exp2(s[kb][e] - base[e / 2]);
-      st.sum[e / 2] += s[kb][e];
-    }
-    p_frag[kb / 2][(kb % 2) * 2] = pack_bf16(s[kb][0], s[kb][1]);
-    p_frag[kb / 2][(kb % 2) * 2 + 1] = pack_bf16(s[kb][2], s[kb][3]);
-  }
-
-  // out += P V. V rows are keys, so the B operand needs the transposed ldmatrix: matrices
-  // (keys +0, dims +0), (keys +8, dims +0), (keys +0, dims +8), (keys +8, dims +8).
-#pragma unroll
-  for (int j = 0; j < kKeyBlocks / 2; ++j) {
-#pragma unroll
-    for (int db = 0; db < HD / 8; db += 2) {
-      uint32_t b[4];
-      const int key = smem_key0 + j * 16 + ((lane / 8) % 2) * 8 + lane % 8;
-      ldmatrix_x4_trans(b, v_tile + key * Cfg::kLd + db * 8 + (lane / 16) * 8);
-      mma_bf16(st.out[db], p_frag[j], b[0], b[1]);
-      mma_bf16(st.out[db + 1], p_frag[j], b[2], b[3]);
-    }
-  }
-}
-
-// grid (kv heads x splits, row tiles of the longest sequence, sequences), kThreads threads. The kv
-// head varies fastest so the CTAs running together read neighbouring 256-byte pieces of the same
-// cache rows ([page, slot, kv head, dim] layout) rather than one piece of many rows. The launch
-// bound caps registers at 168, so kResidentCtas fit a multiprocessor as their shared memory
-// allows: the 64-row configuration needed 190 (2 per multiprocessor), and at 168 it spills 16
-// bytes and runs prefill 12-16% faster (2026-12-01 run 15).
-template <int HD, int RowWarps>
-__global__ void __launch_bounds__(kThreads, kResidentCtas) attention_kernel(const Params p) {
-  using Cfg = Config<HD, RowWarps>;
-  extern __shared__ __align__(16) unsigned char smem[];
-  bf16* stages = reinterpret_cast<bf16*>(smem);
-  bf16* q_tile = reinterpret_cast<bf16*>(smem + Cfg::kQOffset);
-  int* row_limit = reinterpret_cast<int*>(smem + Cfg::kLimitsOffset);
-  float* warp_max = reinterpret_cast<float*>(smem + Cfg::kMaxOffset);  // [kKeyWarps][kBlockRows]
-  float* warp_sum = reinterpret_cast<float*>(smem + Cfg::kSumOffset);
-  float2* row_stats = reinterpret_cast<float2*>(smem + Cfg::kRowStatsOffset);  // the CTA's (max, sum) per row
-  float* merge = reinterpret_cast<float*>(smem);                               // reuses the stages after the key loop
-
-  // Everything up to the first load of q or of the cache reads the batch layout only, which the
-  // host uploaded before the forward began (kernel_util.cuh): it runs before the wait for the
-  // previous kernel (qk_norm_rope, which stores the new keys), in the shadow of its tail. The
-  // first tile's page is read alongside seq_starts: split 0 starts at key 0 whatever the rows are.
-  const int seq = blockIdx.z;
-  const int64_t key0_row = p.max_pages > 0 ? tile_first_row(p, seq, 0) : 0;
-  const int seq_begin = p.seq_starts[seq], num_new = p.seq_starts[seq + 1] - seq_begin;
-  const int group = p.nh / p.nkv;
-  const CtaRows c{.seq = seq,
-                  .kv_head = static_cast<int>(blockIdx.x) / p.num_splits,
-                  .split = static_cast<int>(blockIdx.x) % p.num_splits,
-                  .group = group,
-                  .seq_begin = seq_begin,
-                  .num_rows = num_new * group,
-                  .row0 = static_cast<int>(blockIdx.y) * Cfg::kBlockRows};
-  if (c.row0 >= c.num_rows) return;  // this sequence has fewer rows than the longest one
-  const int key_count = p.cached_lens[seq] + num_new;
-  // Visible keys of each row (0 for padding rows), and the CTA's key range: its rows' largest.
-  for (int r = threadIdx.x; r < Cfg::kBlockRows; r += kThreads) {
-    row_limit[r] =
-        c.row0 + r < c.num_rows ? visible_keys(p.positions[c.token(c.row0 + r)], key_count, p.mask_block) : 0;
-  }
-  __syncthreads();
-  int key_end = 0;
-  for (int r = 0; r < Cfg::kBlockRows; ++r) key_end = max(key_end, row_limit[r]);
-  const int num_tiles = (key_end + kTileKeys - 1) / kTileKeys;
-  const int tiles_per_split = (num_tiles + p.num_splits - 1) / p.num_splits;
-  const int tile_begin = min(num_tiles, c.split * tiles_per_split);
-  const int tile_count = min(num_tiles, tile_begin + tiles_per_split) - tile_begin;  // 0 for some splits
-  auto k_stage = [&](int stage) { return stages + stage * 2 * kTileKeys * Cfg::kLd; };
-  auto v_stage = [&](int stage) { return k_stage(stage) + kTileKeys * Cfg::kLd; };
-  auto first_row_of = [&](int key0) { return key0 == 0 ? key0_row : tile_first_row(p, seq, key0); };
-  const int64_t first_row = tile_count > 0 ? first_row_of(tile_begin * kTileKeys) : 0;
-  await_previous_kernel();
-
-  load_q_tile<HD, RowWarps>(p, c, q_tile);
-  if (tile_count > 0) {
-    load_kv_tile<HD, RowWarps>(p, c, tile_begin * kTileKeys, first_row, key_count, k_stage(0), v_stage(0));
-  }
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
-
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int warp_rows = (warp % RowWarps) * 16;              // the warp's first row in the CTA
-  const int warp_keys = (warp / RowWarps) * Cfg::kWarpKeys;  // its first key within every tile
-  // Q as A fragments, kept in registers: matrices (rows +0, dims +0), (rows +8, dims +0),
-  // (rows +0, dims +8), (rows +8, dims +8).
-  uint32_t q_frag[HD / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; ++kk) {
-    const int row = warp_rows + ((lane / 8) % 2) * 8 + lane % 8;
-    ldmatrix_x4(q_frag[kk], q_tile + row * Cfg::kLd + kk * 16 + (lane / 16) * 8);
-  }
-  const int limit[2] = {row_limit[warp_rows + lane / 4], row_limit[warp_rows + lane / 4 + 8]};
-  // The warp's rows see no key at or past warp_limit: a tile share starting there is skipped
-  // (the last tile of a short prefix is mostly past the keys).
-  int warp_limit = max(limit[0], limit[1]);
-  for (int offset = 16; offset > 0; offset /= 2) {
-    warp_limit = max(warp_limit, __shfl_xor_sync(0xffffffffu, warp_limit, offset));
-  }
-  __syncthreads();  // every warp holds its Q rows: the second stage is free for K/V
-
-  WarpState<HD> st;
-  for (int i = 0; i < tile_count; ++i) {
-    if (i + 1 < tile_count) {
-      const int next = (i + 1) % kStages, key0 = (tile_begin + i + 1) * kTileKeys;
-      load_kv_tile<HD, RowWarps>(p, c, key0, first_row_of(key0), key_count, k_stage(next), v_stage(next));
-    }
-    cp_async_commit();
-    cp_async_wait<1>();  // tile i has landed; tile i + 1 may still be in flight
-    __syncthreads();
-    const int first_key = (tile_begin + i) * kTileKeys + warp_keys;
-    if (first_key < warp_limit) {
-      attend_tile<HD, RowWarps>(p, q_frag, k_stage(i % kStages), v_stage(i % kStages), first_key, warp_keys, limit, st);
-    }
-    __syncthreads();  // every warp is done with this stage before the next iteration refills it
-  }
-  cp_async_wait<0>();
-  __syncthreads();
-
-  // Merge the key-splitting warps: each rescales its output to the rows' common max.
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    st.sum[h] += __shfl_xor_sync(0xffffffffu, st.sum[h], 1);
-    st.sum[h] += __shfl_xor_sync(0xffffffffu, st.sum[h], 2);
-  }
-  const int key_warp = warp / RowWarps;
-  if (lane % 4 == 0) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = warp_rows + lane / 4 + 8 * h;
-      warp_max[key_warp * Cfg::kBlockRows + row] = st.max[h];
-      warp_sum[key_warp * Cfg::kBlockRows + row] = st.sum[h];
-    }
-  }
-  __syncthreads();
-  auto row_max = [&](int row) {
-    float m = -INFINITY;
-    for (int w = 0; w < Cfg::kKeyWarps; ++w) m = fmaxf(m, warp_max[w * Cfg::kBlockRows + row]);
-    return m;
-  };
-  if (threadIdx.x < Cfg::kBlockRows) {  // the CTA's (max, sum) of each row, once
-    const int row = threadIdx.x;
-    const float m = row_max(row);
-    float l = 0.0f;
-    for (int w = 0; w < Cfg::kKeyWarps; ++w) {
-      l += warp_sum[w * Cfg::kBlockRows + row] * fast_exp2(warp_max[w * Cfg::kBlockRows + row] - max_or_zero(m));
-    }
-    row_stats[row] = make_float2(m, l);
-  }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = warp_rows + lane / 4 + 8 * h;
-    const float rescale = fast_exp2(st.max[h] - max_or_zero(row_max(row)));
-    float* dst = merge + (key_warp * Cfg::kBlockRows + row) * Cfg::kMergeLd + 2 * (lane % 4);
-#pragma unroll
-    for (int d = 0; d < HD / 8; ++d) {
-      *reinterpret_cast<float2*>(dst + d * 8) = make_float2(st.out[d][2 * h] * rescale, st.out[d][2 * h + 1] * rescale);
-    }
-  }
-  __syncthreads();
-
-  // Write out: 8 dims per thread, coalesced along the head dimension.
-  constexpr int kChunksPerRow = HD / 8;
-  for (int i = threadIdx.x; i < Cfg::kBlockRows * kChunksPerRow; i += kThreads) {
-    const int row = i / kChunksPerRow, col = (i % kChunksPerRow) * 8, r = c.row0 + row;
-    if (r >= c.num_rows) continue;
-    float acc[8] = {};
-#pragma unroll
-    for (int w = 0; w < Cfg::kKeyWarps; ++w) {
-      const float4* src = reinterpret_cast<const float4*>(merge + (w * Cfg::kBlockRows + row) * Cfg::kMergeLd + col);
-      const float4 a = src[0], b = src[1];
-      acc[0] += a.x, acc[1] += a.y, acc[2] += a.z, acc[3] += a.w;
-      acc[4] += b.x, acc[5] += b.y, acc[6] += b.z, acc[7] += b.w;
-    }
-    const float2 stats = row_stats[row];
-    const int64_t out_row = int64_t{c.token(r)} * p.nh + c.head(r);
-    if (p.num_splits == 1) {
-      const float inv_sum = 1.0f / stats.y;
-      uint4 packed;
-      uint32_t* words = reinterpret_cast<uint32_t*>(&packed);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) words[e] = pack_bf16(acc[2 * e] * inv_sum, acc[2 * e + 1] * inv_sum);
-      *reinterpret_cast<uint4*>(p.out + out_row * HD + col) = packed;
-    } else {
-      const int64_t partial_row = int64_t{c.split} * p.num_tokens * p.nh + out_row;
-      float4* dst = reinterpret_cast<float4*>(p.partial_out + partial_row * HD + col);
-      dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-      dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
-      if (col == 0) p.partial_stats[partial_row] = stats;
-    }
-  }
-}
 
 // One warp per output row (token, q head): merges the splits' partial outputs.
 __global__ void combine_splits_kernel(const Params p) {
@@ -550,28 +102,27 @@ int choose_splits(int64_t ctas, int resident_per_sm, const LaunchShape& l) {
   return splits_for_wave_fill(ctas, slots, std::max<int64_t>(1, std::min({by_waves, by_keys, by_scratch})));
 }
 
-// One configuration: its shared-memory opt-in (above 48 KB a kernel must ask, once per process,
-// before launches and occupancy queries) and resident CTAs per multiprocessor, the key splits,
-// the launch, and the merge of the splits.
-template <int HD, int RowWarps>
-void run_attention(Params p, const LaunchShape& l, cudaStream_t stream) {
-  using Cfg = Config<HD, RowWarps>;
-  static const int resident_per_sm = [] {
-    JET_CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<HD, RowWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(Cfg::kSmemBytes)));
-    int n = 0;
-    JET_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, attention_kernel<HD, RowWarps>, kThreads, Cfg::kSmemBytes));
-    return std::max(n, 1);
-  }();
+// A kernel's shared-memory opt-in (above 48 KB a kernel must ask, once per process, before launches
+// and occupancy queries); returns its resident CTAs per multiprocessor.
+int prepare_kernel(void (*kernel)(const Params), size_t smem_bytes) {
+  JET_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes)));
+  int n = 0;
+  JET_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem_bytes));
+  return std::max(n, 1);
+}
+
+// One configuration's launch: the key splits, the kernel, and the merge of the splits.
+void launch_attention(Params p, const LaunchShape& l, void (*kernel)(const Params), size_t smem_bytes, int block_rows,
+                      int resident_per_sm, int hd, cudaStream_t stream) {
   p.num_splits = choose_splits(l.row_tiles * p.nkv, resident_per_sm, l);
   if (p.num_splits > 1) {
     p.partial_out = static_cast<float*>(l.scratch);
-    p.partial_stats = reinterpret_cast<float2*>(p.partial_out + int64_t{p.num_splits} * p.num_tokens * p.nh * HD);
+    p.partial_stats = reinterpret_cast<float2*>(p.partial_out + int64_t{p.num_splits} * p.num_tokens * p.nh * hd);
   }
-  const dim3 grid(p.nkv * p.num_splits, (l.max_rows + Cfg::kBlockRows - 1) / Cfg::kBlockRows, l.num_seqs);
+  const dim3 grid(p.nkv * p.num_splits, (l.max_rows + block_rows - 1) / block_rows, l.num_seqs);
   JET_CHECK(grid.y <= 65535, "attention: ", l.max_rows, " query rows in one sequence exceed the grid's limit");
-  launch_kernel("attention_kernel", attention_kernel<HD, RowWarps>, grid, kThreads, Cfg::kSmemBytes, stream, p);
+  launch_kernel("attention_kernel", kernel, grid, kThreads, smem_bytes, stream, p);
   if (p.num_splits > 1) {
     constexpr int kCombineWarps = 8;
     const int64_t rows = int64_t{p.num_tokens} * p.nh;
@@ -580,9 +131,43 @@ void run_attention(Params p, const LaunchShape& l, cudaStream_t stream) {
   }
 }
 
-// The configuration for the rows: 16 rows per CTA (denoise), 32, or 64 (prefill).
+template <int HD, int RowWarps>
+void run_attention(const Params& p, const LaunchShape& l, cudaStream_t stream) {
+  using Cfg = Config<HD, RowWarps>;
+  static const int resident_per_sm = prepare_kernel(attention_kernel<HD, RowWarps>, Cfg::kSmemBytes);
+  launch_attention(p, l, attention_kernel<HD, RowWarps>, Cfg::kSmemBytes, Cfg::kBlockRows, resident_per_sm, HD, stream);
+}
+
+// Prefixes up to this many keys leave a launch bound by each CTA's latency (its loads, the merge
+// of its warps), not by bandwidth: at 128 sequences the dim-split kernel ran 64, 192 and 320 keys
+// 26%, 10% and 4% faster than attention_kernel, and 704 to 2,048 keys 3-6% slower, its 1,024 CTAs
+// filling 1.55 waves of 660 (2026-12-02 run 17).
+constexpr int64_t kDimSplitMaxKeys = 512;
+
+// Whether a launch of at most 16 rows per sequence runs the dim-split kernel: short prefixes, or
+// long ones whose CTAs fit one wave of it (8 to 64 sequences of 2,048 keys: up to 12% faster).
+// Not for a handful of CTAs, where each one's latency is the launch's and the 64-key tiles of
+// attention_kernel take fewer rounds of barriers: one sequence of 2,048 or 16,384 keys ran 9%
+// slower, and batch 1 of short prompts 1% slower (2026-12-02 run 17).
+bool use_dim_split(int64_t ctas, int dim_split_resident, int64_t key_bound) {
+  const int64_t multiprocessors = multiprocessor_count();
+  if (4 * ctas < multiprocessors) return false;
+  return key_bound <= kDimSplitMaxKeys || ctas <= multiprocessors * dim_split_resident;
+}
+
+// The configuration for the rows: 16 rows per CTA (denoise), 32, or 64 (prefill); at most 16 rows
+// and head_dim 64 or 128 may take the dim-split kernel (its warps need 16 of the head's dimensions
+// each).
 template <int HD>
 void run_attention_for_rows(const Params& p, int row_warps, const LaunchShape& l, cudaStream_t stream) {
+  if constexpr (HD >= 64) {
+    using Cfg = DimSplitConfig<HD>;
+    static const int resident_per_sm = prepare_kernel(dim_split_attention_kernel<HD>, Cfg::kSmemBytes);
+    if (row_warps == 1 && use_dim_split(l.row_tiles * p.nkv, resident_per_sm, l.key_bound)) {
+      return launch_attention(p, l, dim_split_attention_kernel<HD>, Cfg::kSmemBytes, Cfg::kRows, resident_per_sm, HD,
+                              stream);
+    }
+  }
   if (row_warps == 1) return run_attention<HD, 1>(p, l, stream);
   if (row_warps == 2) return run_attention<HD, 2>(p, l, stream);
   return run_attention<HD, 4>(p, l, stream);
