@@ -12,8 +12,10 @@
 #include <deque>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "core/error.h"
@@ -227,6 +229,9 @@ void HttpServer::Impl::generate(Endpoint endpoint, const std::string& body, http
   ParsedRequest parsed;
   try {
     parsed = parse_request(endpoint, body, engine, options.defaults);
+    // Tokenized here, on this connection's thread (Tokenizer::encode is thread-safe): on the engine
+    // thread a long text prompt would hold up every request decoding there.
+    if (const auto* text = std::get_if<std::string>(&parsed.prompt)) parsed.prompt = engine.tokenizer().encode(*text);
   } catch (const Error& e) {
     ++rejected;
     return respond_error(res, 400, e.what());
