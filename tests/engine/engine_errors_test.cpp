@@ -112,6 +112,15 @@ TEST(EngineErrors, BadOptionsAreRejected) {
     EXPECT_THROW(jet::Engine{opts}, jet::Error) << share;
   }
   opts.gpu_memory_utilization = 0.9;
+  opts.num_threads = -2;  // was taken as "all cores"
+  try {
+    jet::Engine engine{opts};
+    ADD_FAILURE() << "num_threads -2 was accepted";
+  } catch (const jet::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("num_threads must be >= 0 (0 = all cores), got -2"), std::string::npos)
+        << e.what();
+  }
+  opts.num_threads = 0;
   opts.device = "tpu";
   EXPECT_THROW(jet::Engine{opts}, jet::Error);
   opts.device = "cpu";
