@@ -36,6 +36,7 @@ class Tokenizer {
   int32_t token_to_id(std::string_view token) const;  // -1 if absent
   std::string id_to_token(int32_t id) const;          // "" if absent
   size_t size() const;                                // largest known id + 1
+  size_t model_vocab_size() const;                    // model.vocab's entries: transformers' vocab_size
   bool is_special(int32_t id) const;
 
   // Adds an added token (matched in raw text, not normalised, no stripping). Throws if the id

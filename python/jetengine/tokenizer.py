@@ -79,7 +79,7 @@ class Tokenizer:
     def get_vocab(self):
         """{token: id} for every id the tokenizer knows."""
         vocab = {}
-        for token_id in range(self.vocab_size):
+        for token_id in range(len(self)):
             token = self._engine.id_to_token(token_id)
             if token:
                 vocab[token] = token_id
@@ -87,10 +87,14 @@ class Tokenizer:
 
     @property
     def vocab_size(self):
-        return self._engine.vocab_size()
+        """The model's vocabulary without added tokens, as transformers' vocab_size (151,643 for
+        Qwen3); len(tokenizer) counts the added tokens too."""
+        return self._engine.model_vocab_size()
 
     def __len__(self):
-        return self.vocab_size
+        """Every id the tokenizer knows, added tokens included (their ids follow the vocabulary's in
+        every supported model, so this is also transformers' len: 151,669 for Qwen3)."""
+        return self._engine.vocab_size()
 
     def apply_chat_template(self, conversation=None, tools=None, add_generation_prompt=False,
                             continue_final_message=False, tokenize=True, return_dict=False, enable_thinking=None,

@@ -129,6 +129,11 @@ size_t EngineHandle::vocab_size() const {
   return engine_->tokenizer().size();
 }
 
+size_t EngineHandle::model_vocab_size() const {
+  std::shared_lock lock(tokenizer_mutex_);
+  return engine_->tokenizer().model_vocab_size();
+}
+
 int32_t EngineHandle::eos_id() const {
   std::shared_lock lock(tokenizer_mutex_);
   return engine_->tokenizer().eos_id();

@@ -46,6 +46,7 @@ class EngineHandle {
   int32_t token_to_id(const std::string& token) const;
   std::string id_to_token(int32_t id) const;
   size_t vocab_size() const;
+  size_t model_vocab_size() const;
   int32_t eos_id() const;
   int32_t bos_id() const;
   int32_t pad_id() const;

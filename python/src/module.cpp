@@ -93,6 +93,7 @@ void bind_engine(py::module_& m) {
       .def("token_to_id", &EngineHandle::token_to_id, py::arg("token"), release_gil())
       .def("id_to_token", &EngineHandle::id_to_token, py::arg("id"), release_gil())
       .def("vocab_size", &EngineHandle::vocab_size, release_gil())
+      .def("model_vocab_size", &EngineHandle::model_vocab_size, release_gil())
       .def("eos_id", &EngineHandle::eos_id, release_gil())
       .def("bos_id", &EngineHandle::bos_id, release_gil())
       .def("pad_id", &EngineHandle::pad_id, release_gil())

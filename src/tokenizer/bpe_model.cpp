@@ -52,6 +52,7 @@ BpeModel BpeModel::build(const Json& spec, BpeTables&& tables, Vocabulary& vocab
   BpeModel model;
   model.ignore_merges_ = json_fields::optional_bool(spec, "ignore_merges", false, "model");
 
+  model.vocab_size_ = tables.vocab.size();
   vocabulary.reserve(tables.vocab.size());
   for (auto& [token, id] : tables.vocab) {
     if (model.ignore_merges_) model.whole_piece_ids_.emplace(byte_level::decode(token).value_or(token), id);

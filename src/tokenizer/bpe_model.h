@@ -31,6 +31,9 @@ class BpeModel {
   // Thread-safe.
   void encode_piece(std::string_view piece, std::vector<int32_t>& ids) const;
 
+  // Entries of model.vocab (no added tokens).
+  size_t vocab_size() const { return vocab_size_; }
+
  private:
   BpeModel();
   void merge(std::string_view piece, std::vector<int32_t>& ids) const;
@@ -39,6 +42,7 @@ class BpeModel {
   MergeTable merges_;
   // ignore_merges: a piece that is itself a vocabulary token maps to it directly (LLaMA-3).
   bool ignore_merges_ = false;
+  size_t vocab_size_ = 0;
   StringMap<int32_t> whole_piece_ids_;  // raw bytes -> id, if ignore_merges
 
   struct PieceCache;

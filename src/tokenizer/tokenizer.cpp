@@ -74,6 +74,7 @@ std::string Tokenizer::id_to_token(int32_t id) const {
 }
 
 size_t Tokenizer::size() const { return impl_->vocabulary.size(); }
+size_t Tokenizer::model_vocab_size() const { return impl_->model.vocab_size(); }
 bool Tokenizer::is_special(int32_t id) const { return impl_->vocabulary.is_special(id); }
 
 void Tokenizer::add_token(const std::string& content, int32_t id, bool special) {

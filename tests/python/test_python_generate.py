@@ -251,3 +251,13 @@ def test_ctrl_c_stops_generation_and_the_engine_stays_usable(llm):
     # Nothing of the interrupted call is left behind.
     assert_same_tokens(llm.generate(prompts[:3], params, use_tqdm=False),
                        [llm.generate([p], params, use_tqdm=False)[0] for p in prompts[:3]])
+
+
+def test_vocab_size_and_len_follow_transformers(tmp_path):
+    # Qwen3's tokenizer (SDAR's, plus <|MASK|> at 151669): transformers gives vocab_size 151,643
+    # (model.vocab alone) and len 151,669 + 1 (the 26 added tokens and the mask).
+    model = make_tiny_model("sdar", tmp_path / "m", 1, "--vocab", "qwen3", "--layers", "1", "--no-weights")
+    tok = LLM(str(model), load_format="dummy", **ENGINE).tokenizer
+    assert tok.vocab_size == 151643
+    assert len(tok) == 151670
+    assert len(tok.get_vocab()) == 151670

@@ -30,6 +30,12 @@ TEST(Qwen3Vectors, AddSpecialTokensAddsNothingForQwen3) {
   }
 }
 
+TEST(Qwen3Vectors, SizesAreTransformersVocabSizeAndLen) {
+  // transformers: vocab_size 151,643 (model.vocab alone), len(tokenizer) 151,669 (26 added tokens).
+  EXPECT_EQ(qwen3().model_vocab_size(), 151643u);
+  EXPECT_EQ(qwen3().size(), 151669u);
+}
+
 TEST(Qwen3Vectors, DecodeGivesTextOrItsNfc) {
   for (const auto& c : read_cases("qwen3_tokenizer_cases.jsonl")) {
     SCOPED_TRACE(c.at("name").get<std::string>());
