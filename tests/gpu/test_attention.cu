@@ -324,8 +324,9 @@ Case many_ctas_case(std::string name, int seqs, int fresh, int prefill_every) {
 std::vector<Case> targeted_cases() {
   std::vector<int> many_cached(64);
   for (size_t i = 0; i < many_cached.size(); ++i) many_cached[i] = int(i * 52 % 1024) / 4 * 4;
-  // 250 single-kv-head sequences, one with a long prefix: 250 CTAs fill a wave of 396 poorly, so
-  // the keys split 3 ways into 750 CTAs, and the short sequences' second and third splits are empty.
+  // 250 single-kv-head sequences, one with a long prefix: 250 CTAs fill a wave of the dim-split
+  // kernel's 660 poorly, so the keys split 5 ways into 1,250 CTAs, and the short sequences' later
+  // splits are empty.
   std::vector<int> one_long(250, 8);
   one_long[0] = 3000;
   return {

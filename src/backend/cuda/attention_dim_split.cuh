@@ -25,7 +25,7 @@ struct DimSplitConfig {
   static constexpr int kWarpDims = HD / kWarps;         // output columns per warp
   static_assert(kWarpKeys == 8 && kWarpDims % 16 == 0 && (HD / 16) % 2 == 0);
   static constexpr int kLd = HD + kRowPad;    // bf16 stride of Q/K/V rows in smem
-  static constexpr int kPLd = kTileKeys + 8;  // bf16 stride of P rows: 16 bytes apart in the banks
+  static constexpr int kPLd = kTileKeys + 8;  // bf16 stride of P rows: 80 bytes, so an ldmatrix hits 8 bank groups
   static constexpr size_t kTileBytes = size_t{kTileKeys} * kLd * sizeof(bf16);
   static constexpr size_t kQOffset = size_t{kStages} * 2 * kTileBytes;
   static constexpr size_t kPOffset = kQOffset + size_t{kRows} * kLd * sizeof(bf16);
@@ -34,7 +34,7 @@ struct DimSplitConfig {
   static constexpr size_t kLimitsOffset = kSumOffset + size_t{kWarps} * kRows * sizeof(float);
   static constexpr size_t kSmemBytes = kLimitsOffset + kRows * sizeof(int);
 };
-constexpr int kDimSplitResidentCtas = 5;  // per multiprocessor: at most 102 registers a thread
+constexpr int kDimSplitResidentCtas = 5;  // per multiprocessor: at most 96 registers a thread
 
 // Keys [key0, key0 + 32) of (seq, kv head) into k_dst / v_dst; keys past key_count are zero-filled
 // (every warp reads every V row of the tile, and 0 * NaN from an unwritten slot would poison P·V).
