@@ -2,6 +2,8 @@
 // Every error is re-thrown with the file path in front of the failing field's path.
 #include <charconv>
 #include <filesystem>
+#include <set>
+#include <string>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -61,15 +63,34 @@ tokenizer::AddedToken added_token_from_json(const Json& spec, int32_t id, const 
   return token;
 }
 
-// tokenizer_config.json names special tokens as "text", {"content": "text", ...} or null.
+// tokenizer_config.json names a special token as "text" or {"content": "text", ...}.
+std::string special_token_text(const Json& value, const std::string& key) {
+  JET_CHECK(value.is_object() || value.is_string(), key, " must be a string, an object with ",
+            "\"content\", or null; got ", value.dump());
+  return value.is_string() ? value.get<std::string>() : json_fields::require_string(value, "content", key);
+}
+
+// The texts transformers counts as special tokens (all_special_tokens): the named ones and
+// additional_special_tokens.
+std::set<std::string> special_token_texts(const Json& config) {
+  std::set<std::string> texts;
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
+    auto it = config.find(key);
+    if (it != config.end() && !it->is_null()) texts.insert(special_token_text(*it, key));
+  }
+  const Json& additional = optional_component(config, "additional_special_tokens");
+  JET_CHECK(additional.is_null() || additional.is_array(), "additional_special_tokens must be an array");
+  for (size_t i = 0; i < additional.size(); ++i) {
+    texts.insert(special_token_text(additional[i], str("additional_special_tokens[", i, "]")));
+  }
+  return texts;
+}
+
+// The id of the special token under `key`, or -1 when it is absent or null.
 int32_t special_token_id(const Json& config, const char* key, const Tokenizer& tokenizer) {
   auto it = config.find(key);
   if (it == config.end() || it->is_null()) return -1;
-  const Json& value = *it;
-  JET_CHECK(value.is_object() || value.is_string(), key, " must be a string, an object with ",
-            "\"content\", or null; got ", value.dump());
-  const std::string text =
-      value.is_string() ? value.get<std::string>() : json_fields::require_string(value, "content", key);
+  const std::string text = special_token_text(*it, key);
   const int32_t id = tokenizer.token_to_id(text);
   JET_CHECK(id >= 0, key, " '", text, "' is not a token of this tokenizer");
   return id;
@@ -115,6 +136,7 @@ Tokenizer Tokenizer::from_dir(const std::string& dir) {
     JET_CHECK(config.is_object(), "the top level must be a JSON object, got ", config.type_name());
     const Json& decoder = optional_component(config, "added_tokens_decoder");
     JET_CHECK(decoder.is_null() || decoder.is_object(), "added_tokens_decoder must be an object");
+    const std::set<std::string> special_texts = special_token_texts(config);
     for (const auto& [key, spec] : decoder.items()) {
       const std::string where = "added_tokens_decoder[\"" + key + "\"]";
       int32_t id = -1;
@@ -122,6 +144,9 @@ Tokenizer Tokenizer::from_dir(const std::string& dir) {
       JET_CHECK(error == std::errc() && end == key.data() + key.size() && id >= 0, where,
                 ": the key must be a token id");
       tokenizer::AddedToken token = added_token_from_json(spec, id, where);
+      // As transformers adds them: special if marked so or named a special token (SDAR's <|MASK|>
+      // is "special": false but listed in additional_special_tokens, so skip_special_tokens drops it).
+      token.special = token.special || special_texts.contains(token.content);
       // Tokens tokenizer.json already has are left as they are.
       if (tokenizer.token_to_id(token.content) < 0) tokenizer.impl_->add_token(token, where);
     }

@@ -205,6 +205,26 @@ TEST(TokenizerConfig, AddsMissingTokensAndNamesSpecialIds) {
   EXPECT_EQ(t.bos_id(), -1);
 }
 
+TEST(TokenizerConfig, TokensNamedSpecialAreSpecialAsInTransformers) {
+  // SDAR's tokenizer_config.json: <|MASK|> is "special": false in added_tokens_decoder but listed in
+  // additional_special_tokens; transformers then adds it as special (decode skips it).
+  json spec = tiny_tokenizer_json();
+  const json decoder = {{"301", {{"content", "<|MASK|>"}, {"special", false}, {"normalized", false}}},
+                        {"302", {{"content", "<x>"}, {"special", false}, {"normalized", false}}},
+                        {"303", {{"content", "<y>"}, {"special", false}, {"normalized", false}}}};
+  const json config = {{"added_tokens_decoder", decoder},
+                       {"additional_special_tokens", {"<|MASK|>", {{"content", "<x>"}}}},
+                       {"eos_token", "<y>"}};
+  const Tokenizer t = Tokenizer::from_dir(test::write_temp_dir(spec, config));
+  EXPECT_TRUE(t.is_special(301));
+  EXPECT_TRUE(t.is_special(302));
+  EXPECT_TRUE(t.is_special(303));  // a named special token
+  EXPECT_EQ(t.decode(Ids{120, 301, 302, 303}, /*skip_special_tokens=*/true), t.decode(Ids{120}));
+  const Tokenizer plain = Tokenizer::from_dir(test::write_temp_dir(spec, {{"added_tokens_decoder", decoder}}));
+  EXPECT_FALSE(plain.is_special(301));
+  EXPECT_EQ(plain.decode(Ids{301}, true), "<|MASK|>");
+}
+
 TEST(TokenizerConfig, OptionalInADirectory) {
   const Tokenizer t = Tokenizer::from_dir(test::write_temp_dir(tiny_tokenizer_json(), nullptr));
   EXPECT_EQ(t.eos_id(), -1);
