@@ -22,7 +22,7 @@ namespace {
 constexpr const char* kHelp = R"(usage: jetengine bench --model DIR [options]
 
 Mode 1: for each batch size, that many prompts of random token ids in [3, vocab / 2) (seeded),
-greedy, ignore_eos (each runs to --max-tokens), 4 denoising steps, after an untimed warm-up of
+greedy unless --temperature says otherwise, ignore_eos (each runs to --max-tokens), 4 denoising steps, after an untimed warm-up of
 8 tokens (GEMM plans, buffers, CUDA graphs). Prints tokens, seconds, completion tok/s and
 "device idle": the share of the wall time the device waited for the host between forwards.
 
@@ -31,6 +31,9 @@ Benchmark
   --prompt-len N            prompt tokens (default 64)
   --max-tokens N            completion tokens per prompt (default 128)
   --strategy NAME           remasking strategy (default low_confidence_static)
+  --temperature T           0 = greedy (default 0); above 0, each request samples with seed 0
+  --top-k K                 0 = off (default 0)
+  --top-p P                 in (0, 1], 1 = off (default 1.0)
   --profile                 time every backend op (each is synchronised, CUDA graphs off, so the
                             run is slower) and print each op's share of the wall time
   --mode2 REQUESTS          after Mode 1, Mode 2: REQUESTS prompts of 50-600 random tokens with
@@ -68,7 +71,7 @@ std::map<std::string, double> op_seconds_since(const Engine& engine, const std::
 int cmd_bench(const Args& raw) {
   ArgParser args(raw,
                  with_engine_value_flags({"--batches", "--prompt-len", "--max-tokens", "--strategy", "--mode2",
-                                          "--max-active"}),
+                                          "--max-active", "--temperature", "--top-k", "--top-p"}),
                  with_engine_bool_flags({"--profile", "--help"}));
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
@@ -94,14 +97,20 @@ int cmd_bench(const Args& raw) {
   const int vocab = engine.summary().vocab;
 
   SamplingParams p;
-  p.temperature = 0;
+  p.temperature = args.get_double("--temperature", 0.0);
+  p.top_k = args.get_int32("--top-k", p.top_k);
+  p.top_p = args.get_double("--top-p", p.top_p);
+  p.seed = 0;  // the same draws in every run
   p.max_tokens = max_tokens;
   p.ignore_eos = true;  // every prompt produces exactly max_tokens
   p.denoising_steps = default_denoising_steps(engine);
   p.remasking_strategy = args.get("--strategy").value_or(p.remasking_strategy);
-  std::printf("device %s  model %s  block %d  steps %d  prompt %d  max_tokens %d  strategy %s\n",
+  engine.check_params(p);
+  std::printf("device %s  model %s  block %d  steps %d  prompt %d  max_tokens %d  strategy %s  temperature %g"
+              "  top_k %d  top_p %g\n",
               engine.summary().device.c_str(), options.model.c_str(), engine.summary().block_length,
-              p.denoising_steps, prompt_len, max_tokens, p.remasking_strategy.c_str());
+              p.denoising_steps, prompt_len, max_tokens, p.remasking_strategy.c_str(), p.temperature, p.top_k,
+              p.top_p);
   std::printf("%6s %10s %10s %12s %12s %12s\n", "batch", "tokens", "seconds", "tok/s", "device idle",
               options.profile_ops ? "GEMM share" : "");
   std::mt19937 rng(0);

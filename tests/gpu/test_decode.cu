@@ -440,6 +440,7 @@ void time_denoise_step(Backend& cpu, cuda::CudaBackend& gpu) {
 
   const TimedConfig configs[] = {{"greedy", 0.0f, 0, 1.0f, 1.0f},
                                  {"T=1", 1.0f, 0, 1.0f, 1.0f},
+                                 {"T=1 top_k=1", 1.0f, 1, 1.0f, 1.0f},
                                  {"T=1 top_k=50", 1.0f, 50, 1.0f, 1.0f},
                                  {"T=1 top_p=0.9", 1.0f, 0, 0.9f, 1.0f},
                                  {"T=1 top_k=50 top_p=0.9 penalty=1.3", 1.0f, 50, 0.9f, 1.3f}};

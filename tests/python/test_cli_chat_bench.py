@@ -82,3 +82,18 @@ def test_bench_rejects_bad_flags():
         result = run("bench", "--batches", batches)
         assert result.returncode == 1
         assert "--batches" in result.stderr
+
+
+def test_bench_samples_with_the_sampling_flags():
+    result = run("bench", "--batches", "2", "--prompt-len", "8", "--max-tokens", "8", "--temperature", "1",
+                 "--top-k", "5", "--top-p", "0.9")
+    assert result.returncode == 0, result.stderr
+    assert "temperature 1  top_k 5  top_p 0.9" in result.stdout
+    rows = [line.split() for line in result.stdout.splitlines() if re.match(r"\s+\d+\s+\d+\s", line)]
+    assert [(int(r[0]), int(r[1])) for r in rows] == [(2, 16)]
+
+
+def test_bench_rejects_a_bad_top_p():
+    result = run("bench", "--batches", "1", "--top-p", "1.5")
+    assert result.returncode == 1
+    assert "top_p" in result.stderr
