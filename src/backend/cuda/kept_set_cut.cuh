@@ -47,6 +47,9 @@ struct CutGoal {
 };
 
 constexpr int kCutBuckets = 2048;  // one per value of an 11-bit digit
+// A crossing bucket of at most this many ids is gathered into shared memory and its cut found
+// there, instead of by the digits left and the tie scan (each a pass over the row).
+constexpr int kGatherCap = 256;
 
 template <int kThreads>
 struct KeptSetShared {
@@ -65,6 +68,9 @@ struct KeptSetShared {
   uint32_t tie_count;
   int32_t tie_id;
   bool found;
+  uint32_t gathered;                   // ids in gathered_keys
+  uint64_t gathered_keys[kGatherCap];  // order keys of the crossing bucket's ids
+  uint64_t gathered_cut;
 
   __device__ void add_mass(int bucket, unsigned long long m) {
     const auto low = static_cast<uint32_t>(m);
@@ -76,6 +82,51 @@ struct KeptSetShared {
     return static_cast<unsigned long long>(mass_high[bucket]) << 32 | mass_low[bucket];
   }
 };
+
+// The cut among the candidates whose probability bits match `prefix` under `prefix_mask`, at most
+// kGatherCap of them, of which the shortest prefix of the order that reaches `goal` ends inside
+// (`above`: the candidates before them). One pass gathers their order keys; each then finds its
+// rank and the mass before it among the others, and the one whose inclusive prefix first reaches
+// the goal is the cut (the integer masses make every sum exact, so this is the id the digits
+// and the tie scan would find).
+template <int kThreads, typename Probs>
+__device__ uint64_t gathered_cut(const Probs& probs, int V, uint64_t floor, const CutGoal goal, uint32_t prefix,
+                                 uint32_t prefix_mask, CountMass above, unsigned long long candidates_mass,
+                                 KeptSetShared<kThreads>& sm) {
+  static_assert(kGatherCap <= kThreads, "one gathered id per thread");
+  if (threadIdx.x == 0) {
+    sm.gathered = 0;
+    sm.gathered_cut = floor;
+  }
+  __syncthreads();
+  probs.for_each_prob(V, [&](int32_t id, float prob) {
+    const uint32_t bits = __float_as_uint(prob);
+    if ((bits & prefix_mask) != prefix || order_key(prob, id) < floor) return;
+    const uint32_t slot = atomicAdd(&sm.gathered, 1u);
+    if (slot < kGatherCap) sm.gathered_keys[slot] = order_key(prob, id);
+  });
+  __syncthreads();
+  const uint32_t n = min(sm.gathered, static_cast<uint32_t>(kGatherCap));
+  if (threadIdx.x < n) {
+    const uint64_t key = sm.gathered_keys[threadIdx.x];
+    CountMass before = above;
+    for (uint32_t k = 0; k < n; ++k) {
+      const uint64_t other = sm.gathered_keys[k];
+      if (other <= key) continue;
+      before.count += 1;
+      if (goal.by_mass) before.mass += fixed_mass(__uint_as_float(static_cast<uint32_t>(other >> 32)));
+    }
+    const CountMass including{before.count + 1,
+                              before.mass + (goal.by_mass ? fixed_mass(__uint_as_float(static_cast<uint32_t>(key >> 32))) : 0)};
+    if (goal.reached(including, candidates_mass) && (before.count == 0 || !goal.reached(before, candidates_mass))) {
+      sm.gathered_cut = key;
+    }
+  }
+  __syncthreads();
+  const uint64_t cut = sm.gathered_cut;
+  __syncthreads();  // shared state is free for the next caller
+  return cut;
+}
 
 // The cut of the shortest prefix of the candidates (ids of order key >= floor) that reaches
 // `goal`, as the order key of its last id; `floor` when no prefix does (top-p whose sums round
@@ -150,6 +201,9 @@ __device__ __noinline__ uint64_t select_cut(const Probs& probs, int V, uint64_t 
     if (!found) return floor;
     prefix |= digit << shift;
     prefix_mask |= digit_mask << shift;
+    if (level < 2 && tie_count <= kGatherCap) {
+      return gathered_cut(probs, V, floor, goal, prefix, prefix_mask, above, candidates_mass, sm);
+    }
   }
 
   // `prefix` is now the cut's probability bits: take the `need` lowest of the tie_count ids that have it.
