@@ -3,7 +3,8 @@
 # heads of 128, MLP 9728, Qwen3 vocabulary), B = S = 4, greedy, low_confidence_static:
 # Mode 1 (the original's bench_throughput): prompts of 64 random tokens, 128 completion tokens
 # each, batch 1/32/128/256/512; Mode 2 (streaming): 2,000 requests, prompts 50-600, max_tokens
-# 64-512, max_active 128.
+# 64-512, max_active 128. Then Mode 1 at batch 128 with sampling: T = 1; T = 1 with top-k 1 (SDAR's
+# own evaluation); T = 1 with top-p 0.95; T = 0.6 with top-k 20 and top-p 0.95 (Qwen3's config).
 # The cuBLASLt GEMM floor of the same shapes: build/tests/gpu/test_gemm_speed (tests/gpu/run.sh).
 # The model folder holds config.json and the tokenizer only, and the engine makes random weights of
 # those shapes (--load-format dummy): seconds, where writing an 8.8 GB random checkpoint took two
@@ -18,3 +19,9 @@ model=$build/models/sdar-4b-shapes
   --heads 32 --kv-heads 8 --head-dim 128 --intermediate 9728 --no-weights --out "$model"
 "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --batches 1,32,128,256,512 \
   --prompt-len 64 --max-tokens 128 --mode2 2000 --max-active 128 "$@"
+for sampling in "--temperature 1" "--temperature 1 --top-k 1" "--temperature 1 --top-p 0.95" \
+  "--temperature 0.6 --top-k 20 --top-p 0.95"; do
+  # shellcheck disable=SC2086  # the flags split on purpose
+  "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --batches 128 \
+    --prompt-len 64 --max-tokens 128 $sampling "$@"
+done
