@@ -22,9 +22,10 @@ namespace {
 constexpr const char* kHelp = R"(usage: jetengine bench --model DIR [options]
 
 Mode 1: for each batch size, that many prompts of random token ids in [3, vocab / 2) (seeded),
-greedy unless --temperature says otherwise, ignore_eos (each runs to --max-tokens), 4 denoising steps, after an untimed warm-up of
-8 tokens (GEMM plans, buffers, CUDA graphs). Prints tokens, seconds, completion tok/s and
-"device idle": the share of the wall time the device waited for the host between forwards.
+greedy unless --temperature says otherwise, ignore_eos (each runs to --max-tokens), 4 denoising
+steps, after an untimed warm-up of 8 tokens (GEMM plans, buffers, CUDA graphs). Prints tokens,
+seconds, completion tok/s and "device idle": the share of the wall time the device waited for
+the host between forwards.
 
 Benchmark
   --batches A,B,...         batch sizes (default 1,16)

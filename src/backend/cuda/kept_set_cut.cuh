@@ -22,6 +22,11 @@ __device__ __forceinline__ uint64_t order_key(float prob, int32_t id) {
 // the float resolution of the probabilities).
 __device__ __forceinline__ unsigned long long fixed_mass(float prob) { return __float2ull_rz(prob * 0x1p62f); }
 
+// The mass of the id an order key stands for (its probability is the key's upper word).
+__device__ __forceinline__ unsigned long long key_mass(uint64_t key) {
+  return fixed_mass(__uint_as_float(static_cast<uint32_t>(key >> 32)));
+}
+
 struct CountMass {
   uint32_t count;
   unsigned long long mass;
@@ -43,6 +48,12 @@ struct CutGoal {
   __device__ bool reached(const CountMass& prefix, unsigned long long candidates_mass) const {
     return by_mass ? static_cast<double>(prefix.mass) / static_cast<double>(candidates_mass) >= top_p
                    : prefix.count >= count;
+  }
+  // Whether the shortest prefix that reaches the goal ends in a group of ids (a bucket, or one
+  // id) that `before` precedes and `including` takes in.
+  __device__ bool ends_in(const CountMass& before, const CountMass& including,
+                          unsigned long long candidates_mass) const {
+    return reached(including, candidates_mass) && (before.count == 0 || !reached(before, candidates_mass));
   }
 };
 
@@ -114,13 +125,10 @@ __device__ uint64_t gathered_cut(const Probs& probs, int V, uint64_t floor, cons
       const uint64_t other = sm.gathered_keys[k];
       if (other <= key) continue;
       before.count += 1;
-      if (goal.by_mass) before.mass += fixed_mass(__uint_as_float(static_cast<uint32_t>(other >> 32)));
+      if (goal.by_mass) before.mass += key_mass(other);
     }
-    const CountMass including{before.count + 1,
-                              before.mass + (goal.by_mass ? fixed_mass(__uint_as_float(static_cast<uint32_t>(key >> 32))) : 0)};
-    if (goal.reached(including, candidates_mass) && (before.count == 0 || !goal.reached(before, candidates_mass))) {
-      sm.gathered_cut = key;
-    }
+    const CountMass including{before.count + 1, before.mass + (goal.by_mass ? key_mass(key) : 0)};
+    if (goal.ends_in(before, including, candidates_mass)) sm.gathered_cut = key;
   }
   __syncthreads();
   const uint64_t cut = sm.gathered_cut;
@@ -183,8 +191,7 @@ __device__ __noinline__ uint64_t select_cut(const Probs& probs, int V, uint64_t 
     for (int k = 0; k < kItems; ++k) {
       const CountMass in_bucket = bucket(k);
       const CountMass including = AddCountMass{}(preceding, in_bucket);
-      if (in_bucket.count > 0 && goal.reached(including, candidates_mass) &&
-          (preceding.count == 0 || !goal.reached(preceding, candidates_mass))) {
+      if (in_bucket.count > 0 && goal.ends_in(preceding, including, candidates_mass)) {
         sm.digit = kCutBuckets - 1 - (tid * kItems + k);
         sm.before = preceding;
         sm.tie_count = in_bucket.count;
