@@ -336,6 +336,9 @@ std::vector<Case> targeted_cases() {
       {"key splits past one wave (empty splits)", one_long, std::vector<int>(250, 4), 16, 4, 1, 128, 4, true},
       {"denoise, two long prefixes (key splits)", {2048, 1500}, {4, 4}, 64, 32, 8, 128, 4, true},
       {"denoise, long and short prefixes (empty splits)", {3000, 8, 0}, {4, 4, 4}, 16, 32, 8, 128, 4, true},
+      // Key splits of 7 row tiles of 64 rows, beside a sequence of one 16-row tile (its other row
+      // tiles' CTAs return at once).
+      {"key splits over row tiles: 100 new tokens after 3,000 keys", {3000, 2000}, {100, 4}, 64, 32, 8, 128, 4, true},
       {"prefill, one bidirectional prompt", {0}, {300}, 64, 32, 8, 128, 0},
       {"prefill B=32 next to denoise rows", {0, 512, 100}, {300, 32, 77}, 256, 16, 8, 128, 32},
       {"denoise, 64 sequences (no split)", many_cached, std::vector<int>(64, 4), 64, 32, 8, 128, 4},
