@@ -359,6 +359,15 @@ std::vector<Case> targeted_cases() {
        std::vector<int>(40, 4), 64, 32, 8, 128, 4},
       {"attention_kernel: 100 prefixes of 600 keys (more CTAs than one dim-split wave)", std::vector<int>(100, 600),
        std::vector<int>(100, 4), 64, 32, 8, 128, 4},
+      // The dim-split kernel's 32-row CTAs (two row groups), from at least 33 CTAs:
+      {"dim-split kernel, 32 rows, short prefixes", {0, 4, 40, 100, 200, 256, 300, 64}, std::vector<int>(8, 8), 64, 32,
+       8, 128, 4},
+      {"dim-split kernel, 20 rows at head_dim 64 (a part-filled row group)", std::vector<int>(10, 36),
+       std::vector<int>(10, 5), 16, 16, 4, 64, 4},
+      {"dim-split kernel, 32 rows, key splits", std::vector<int>(5, 1500), std::vector<int>(5, 8), 64, 32, 8, 128, 4},
+      {"dim-split kernel, 32- and 16-row sequences (empty row groups), page 7", {10, 20, 30, 40, 50, 60},
+       {8, 4, 8, 4, 8, 4}, 7, 32, 8, 128, 4},
+      {"dim-split kernel, 32 rows, page 32", std::vector<int>(6, 96), std::vector<int>(6, 8), 32, 32, 8, 128, 4},
   };
 }
 

@@ -9,8 +9,8 @@
 // read one kv head share every K/V tile the CTA loads: a sequence has num_new * group rows.
 // Two kernels:
 //   * attention_kernel (attention_row_tiles.cuh), any rows: warps keep whole output rows;
-//   * dim_split_attention_kernel (attention_dim_split.cuh), at most 16 rows: warps split the head
-//     dimension, 5 CTAs per multiprocessor instead of 3, for launches bound by latency.
+//   * dim_split_attention_kernel (attention_dim_split.cuh), at most 32 rows: warps split the head
+//     dimension, 5 or 4 CTAs per multiprocessor instead of 3, for launches bound by latency.
 // When (sequences x row tiles x kv heads) gives too few CTAs to fill the GPU (few sequences with
 // long prefixes, the flash-decoding case), the key range is also split across CTAs: each split
 // writes its unnormalised fp32 output and (max, sum) to a workspace (the cuBLASLt workspace, idle
@@ -158,8 +158,10 @@ void run_attention(const Params& p, const LaunchShape& l, cudaStream_t stream) {
 // filling 1.55 waves of 660 (2026-12-02 run 17).
 constexpr int64_t kDimSplitMaxKeys = 512;
 
-// Whether a launch of at most 16 rows per sequence runs the dim-split kernel: short prefixes, or
-// long ones whose CTAs fit one wave of it (8 to 64 sequences of 2,048 keys: up to 12% faster).
+// Whether a launch of at most 16 or 32 rows per sequence runs the dim-split kernel: short prefixes,
+// or long ones whose CTAs fit one wave of it (8 to 64 sequences of 2,048 keys: up to 12% faster at
+// 16 rows, 2026-12-02 run 17; at 32 rows, 32 sequences of 2,048 keys 3-8% and 128 of 192 keys 13%
+// faster, run 19).
 // Not for a handful of CTAs, where each one's latency is the launch's and the 64-key tiles of
 // attention_kernel take fewer rounds of barriers: one sequence of 2,048 or 16,384 keys ran 9%
 // slower, and batch 1 of short prompts 1% slower (2026-12-02 run 17).
@@ -169,18 +171,25 @@ bool use_dim_split(int64_t ctas, int dim_split_resident, int64_t key_bound) {
   return key_bound <= kDimSplitMaxKeys || ctas <= multiprocessors * dim_split_resident;
 }
 
-// The configuration for the rows: 16 rows per CTA (denoise), 32, or 64 (prefill); at most 16 rows
-// and head_dim 64 or 128 may take the dim-split kernel (its warps need 16 of the head's dimensions
-// each).
+// Launches the dim-split kernel of RowGroups x 16 rows if use_dim_split picks it; false otherwise.
+template <int HD, int RowGroups>
+bool try_dim_split(const Params& p, const LaunchShape& l, cudaStream_t stream) {
+  using Cfg = DimSplitConfig<HD, RowGroups>;
+  static const int resident_per_sm = prepare_kernel(dim_split_attention_kernel<HD, RowGroups>, Cfg::kSmemBytes);
+  if (!use_dim_split(l.row_tiles * p.nkv, resident_per_sm, l.key_bound)) return false;
+  launch_attention<HD>(p, l, dim_split_attention_kernel<HD, RowGroups>, Cfg::kSmemBytes, Cfg::kRows, resident_per_sm,
+                       stream);
+  return true;
+}
+
+// The configuration for the rows: 16 rows per CTA (denoise), 32 (a block's first forward), or 64
+// (prefill); at most 32 rows and head_dim 64 or 128 may take the dim-split kernel (its warps need 16
+// of the head's dimensions each).
 template <int HD>
 void run_attention_for_rows(const Params& p, int row_warps, const LaunchShape& l, cudaStream_t stream) {
   if constexpr (HD >= 64) {
-    using Cfg = DimSplitConfig<HD>;
-    static const int resident_per_sm = prepare_kernel(dim_split_attention_kernel<HD>, Cfg::kSmemBytes);
-    if (row_warps == 1 && use_dim_split(l.row_tiles * p.nkv, resident_per_sm, l.key_bound)) {
-      return launch_attention<HD>(p, l, dim_split_attention_kernel<HD>, Cfg::kSmemBytes, Cfg::kRows, resident_per_sm,
-                                  stream);
-    }
+    if (row_warps == 1 && try_dim_split<HD, 1>(p, l, stream)) return;
+    if (row_warps == 2 && try_dim_split<HD, 2>(p, l, stream)) return;
   }
   if (row_warps == 1) return run_attention<HD, 1>(p, l, stream);
   if (row_warps == 2) return run_attention<HD, 2>(p, l, stream);
