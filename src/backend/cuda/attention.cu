@@ -229,7 +229,6 @@ void CudaBackend::attention(const Tensor& qkv, const Tensor& k_cache, const Tens
   p.mask_block = batch.host.mask_block;
   p.nh = nh;
   p.nkv = nkv;
-  p.hd = hd;
   p.scale_log2 = kLog2e / std::sqrt(static_cast<float>(hd));
   const int num_seqs = batch.host.num_seqs;
 

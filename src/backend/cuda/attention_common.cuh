@@ -30,7 +30,7 @@ struct Params {
   const int32_t* seq_starts;
   const int32_t* cached_lens;
   const int32_t* page_table;
-  int num_tokens, max_pages, page_size, mask_block, nh, nkv, hd, num_splits;
+  int num_tokens, max_pages, page_size, mask_block, nh, nkv, num_splits;  // head_dim is the kernels' HD
   float scale_log2;  // 1/sqrt(hd) * log2(e): the softmax runs in base 2 (ex2 is one instruction)
 };
 
