@@ -14,10 +14,6 @@ namespace jet::cuda {
 namespace {
 
 constexpr int kNormThreads = 256;  // rows read one element at a time
-constexpr int kRopeWarps = 8;
-// Rotation pairs each lane of qk_norm_rope holds in registers: heads of up to 128 hold 2 per lane,
-// so a warp takes 8 heads at once (64 per block); heads of 512 hold 8, a warp takes 2.
-constexpr int kRopeSlots = 16;
 // Rotary frequencies travel as a kernel parameter (computed on the host exactly as the CPU op
 // does, so both backends rotate by bit-identical angles); this bounds head_dim at 512.
 constexpr int kMaxRopeHalf = 256;
@@ -105,82 +101,126 @@ struct CacheSlots {
   int max_pages, page_size;
 };
 
-// Block (x, y, z) = heads [x * H, (x + 1) * H), H = kRopeWarps * kHeadsPerWarp, of new token y of
-// sequence z (q, k, then v heads): for SDAR's 48 heads of 128, one block per token. Warp w takes
-// heads w, w + kRopeWarps, ... and loads all of them before using the first: one warp per head
-// left the kernel three waves of short latency chains (12 us at 512 tokens, 2026-12-01 run 14);
-// a few heads per warp fit one wave with every load in flight. A lane owns P consecutive
-// rotation pairs (i, i + hd/2), i = P * lane + 32 * P * k, read once into registers as P-element
-// accesses (P = 2 when hd/2 is even) and used for both the norm and the rotation. q is written
-// back in place; k and v go to the token's cache slot, so no separate kernel copies them there.
-// What depends only on the batch layout (the token, its position, its rotation angles, its cache
-// slot) is done before waiting for the previous kernel: the layout was uploaded before the
-// forward began, so it overlaps the previous kernel's tail.
-template <int P, int kPairs>  // kPairs: rotation pairs a lane holds per head, at most
-__global__ void qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k_norm, CacheSlots cache, float eps,
-                                    int nh, int nkv, int hd, RopeFrequencies freqs) {
-  constexpr int kHeadsPerWarp = kRopeSlots / kPairs;
-  __shared__ float sin_of[kMaxRopeHalf], cos_of[kMaxRopeHalf];
+// Sum over the kLanes lanes of this lane's aligned group (kLanes a power of two, at most 32).
+template <int kLanes>
+__device__ __forceinline__ float lane_group_sum(float v) {
+  for (int offset = kLanes / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// How qk_norm_rope lays a token's heads over a block's lanes. A head is kLanes lanes; a lane
+// holds kPacks P-element accesses of each half of it, at i = P * sub + kLanes * P * k (sub its
+// place in the group, k < kPacks), and its rotation pairs (i, i + hd / 2) meet in the lane. A
+// warp holds 32 / kLanes heads at once and kSteps such sets, all loaded before the first is used.
+// Blocks have kWarps warps, kMinBlocks of them resident per multiprocessor (the register budget).
+template <int P_, int kLanes_, int kPacks_, int kSteps_, int kWarps_, int kMinBlocks_>
+struct RopeLayout {
+  static constexpr int P = P_, kLanes = kLanes_, kPacks = kPacks_, kSteps = kSteps_, kWarps = kWarps_;
+  static constexpr int kGroups = 32 / kLanes;  // heads a warp holds at once
+  static constexpr int kHeadsPerBlock = kWarps * kGroups * kSteps;
+  static constexpr int kThreads = 32 * kWarps, kMinBlocks = kMinBlocks_;
+  static_assert(kLanes >= 1 && kLanes <= 32 && (kLanes & (kLanes - 1)) == 0);
+};
+// 16-byte accesses, 8 lanes a head of 128: a block of 6 warps takes SDAR's 48 heads of a token (2
+// a lane), and 5 blocks (64 registers a thread, no spills) fit a multiprocessor.
+using WideRope = RopeLayout<8, 8, 1, 2, 6, 5>;
+// A warp a head, 2 or 1 elements an access, heads of up to 128 or 512: the other head sizes.
+using PairRope = RopeLayout<2, 32, 1, 6, 8, 4>;
+using LongPairRope = RopeLayout<2, 32, 4, 2, 8, 2>;
+using SingleRope = RopeLayout<1, 32, 2, 6, 8, 2>;
+using LongSingleRope = RopeLayout<1, 32, 8, 2, 8, 2>;
+
+// Block (x, y, z) = heads [x * H, (x + 1) * H) of new token y of sequence z (q, k, then v heads),
+// H = L::kHeadsPerBlock: for SDAR's 48 heads of 128, one block per token, each lane holding 8
+// elements of each half of 2 heads in 16-byte accesses (WideRope). (A warp a head with 2-element
+// accesses, 2026-12-01 to 12-02, spent about 190 instructions a head a warp: 9.2 us at 512
+// tokens, 31% of the bandwidth at 8,192.) q is written back in place; k and v go to the token's
+// cache slot, so no separate kernel copies them there. The token's position, angles and cache
+// slot and the norm weights (as floats in shared memory) are ready before the wait for the
+// previous kernel: they read only the batch layout and the weights. (That wait rarely hides
+// anything: the previous kernel is a GEMM whose CTAs hold the multiprocessors to its end.)
+template <typename L>
+__global__ void __launch_bounds__(L::kThreads, L::kMinBlocks)
+    qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k_norm, CacheSlots cache, float eps, int nh,
+                        int nkv, int hd, RopeFrequencies freqs) {
+  constexpr int P = L::P, kLanes = L::kLanes, kPacks = L::kPacks, kSteps = L::kSteps;
+  __shared__ float sin_of[kMaxRopeHalf], cos_of[kMaxRopeHalf], q_weight[2 * kMaxRopeHalf], k_weight[2 * kMaxRopeHalf];
   const int seq = blockIdx.z;
   const int64_t t = int64_t{cache.seq_starts[seq]} + blockIdx.y;
   if (t >= cache.seq_starts[seq + 1]) return;  // the whole block: the sequence has fewer new tokens
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, half = hd / 2;
+  const int sub = lane % kLanes, heads = nh + 2 * nkv;
+  const int64_t width = int64_t{heads} * hd;
+  // Head of step s: warp-major within a step, so a step covers consecutive heads.
+  const int head0 = blockIdx.x * L::kHeadsPerBlock + warp * L::kGroups + lane / kLanes;
+  auto head_of = [&](int s) { return head0 + s * L::kWarps * L::kGroups; };
+  auto index_of = [&](int k) { return P * sub + kLanes * P * k; };
   const int position = cache.positions[t];
+  const int64_t slot = paged_slot(cache.page_table, cache.max_pages, cache.page_size, seq, position);
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     sincosf(static_cast<float>(position) * freqs.inv_freq[i], &sin_of[i], &cos_of[i]);
   }
-  const int64_t slot = paged_slot(cache.page_table, cache.max_pages, cache.page_size, seq, position);
+  for (int i = threadIdx.x; i < hd; i += blockDim.x) {  // unread where the model has no norm
+    if (q_norm) q_weight[i] = __bfloat162float(q_norm[i]);
+    if (k_norm) k_weight[i] = __bfloat162float(k_norm[i]);
+  }
   await_previous_kernel();
 
-  const int heads = nh + 2 * nkv;
-  const int64_t width = int64_t{heads} * hd;
-  const int first_head = blockIdx.x * kRopeWarps * kHeadsPerWarp + warp;
-  float x1[kHeadsPerWarp][kPairs], x2[kHeadsPerWarp][kPairs], sum_squares[kHeadsPerWarp] = {};
+  // The heads as bf16 (half the registers of floats); what lies past the last head or half is 0.
+  BfPack<P> x1[kSteps][kPacks] = {}, x2[kSteps][kPacks] = {};
 #pragma unroll
-  for (int j = 0; j < kHeadsPerWarp; ++j) {
-    const int h = first_head + j * kRopeWarps;
-    if (h >= heads) break;
+  for (int s = 0; s < kSteps; ++s) {
+    const int h = head_of(s);
     const bf16* head = qkv + t * width + int64_t{h} * hd;
 #pragma unroll
-    for (int k = 0; k < kPairs / P; ++k) {
-      const int i = P * lane + 32 * P * k;
-      if (i >= half) break;
-      const BfPack<P> a = load_pack<P>(head + i), b = load_pack<P>(head + i + half);
-#pragma unroll
-      for (int e = 0; e < P; ++e) {
-        x1[j][P * k + e] = __bfloat162float(a.v[e]);
-        x2[j][P * k + e] = __bfloat162float(b.v[e]);
-        sum_squares[j] += x1[j][P * k + e] * x1[j][P * k + e] + x2[j][P * k + e] * x2[j][P * k + e];
-      }
+    for (int k = 0; k < kPacks; ++k) {
+      const int i = index_of(k);
+      if (h >= heads || i >= half) break;
+      x1[s][k] = load_pack<P>(head + i);
+      x2[s][k] = load_pack<P>(head + i + half);
     }
   }
-  __syncthreads();  // the angles
+  float sum_squares[kSteps] = {};
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+#pragma unroll
+    for (int k = 0; k < kPacks; ++k) {
+#pragma unroll
+      for (int e = 0; e < P; ++e) {
+        const float v1 = __bfloat162float(x1[s][k].v[e]), v2 = __bfloat162float(x2[s][k].v[e]);
+        sum_squares[s] += v1 * v1 + v2 * v2;
+      }
+    }
+    sum_squares[s] = lane_group_sum<kLanes>(sum_squares[s]);  // every lane takes part
+  }
+  __syncthreads();  // the angles and weights
 
 #pragma unroll
-  for (int j = 0; j < kHeadsPerWarp; ++j) {
-    const int h = first_head + j * kRopeWarps;
-    if (h >= heads) break;
+  for (int s = 0; s < kSteps; ++s) {
+    const int h = head_of(s);
+    if (h >= heads) break;  // later steps hold later heads
     const bool is_q = h < nh, is_v = h >= nh + nkv;
     bf16* dst = is_q ? qkv + t * width + int64_t{h} * hd
                      : (is_v ? cache.v_cache : cache.k_cache) + (slot * nkv + (h - nh) % nkv) * hd;
-    const bf16* norm = is_q ? q_norm : is_v ? nullptr : k_norm;
-    const float scale = norm ? 1.0f / sqrtf(warp_sum(sum_squares[j]) / static_cast<float>(hd) + eps) : 1.0f;
+    const bool normed = is_q ? q_norm != nullptr : !is_v && k_norm != nullptr;
+    const float scale = normed ? 1.0f / sqrtf(sum_squares[s] / static_cast<float>(hd) + eps) : 1.0f;
 #pragma unroll
-    for (int k = 0; k < kPairs / P; ++k) {
-      const int i = P * lane + 32 * P * k;
+    for (int k = 0; k < kPacks; ++k) {
+      const int i = index_of(k);
       if (i >= half) break;
+      if (is_v) {  // v is copied as it is
+        store_pack<P>(dst + i, x1[s][k]);
+        store_pack<P>(dst + i + half, x2[s][k]);
+        continue;
+      }
       BfPack<P> a, b;
 #pragma unroll
       for (int e = 0; e < P; ++e) {
-        if (is_v) {  // v is copied as it is (bf16 -> fp32 -> bf16 is exact)
-          a.v[e] = __float2bfloat16(x1[j][P * k + e]);
-          b.v[e] = __float2bfloat16(x2[j][P * k + e]);
-          continue;
-        }
-        float v1 = x1[j][P * k + e] * scale, v2 = x2[j][P * k + e] * scale;
-        if (norm) {
-          v1 *= __bfloat162float(norm[i + e]);
-          v2 *= __bfloat162float(norm[i + e + half]);
+        float v1 = __bfloat162float(x1[s][k].v[e]) * scale, v2 = __bfloat162float(x2[s][k].v[e]) * scale;
+        if (normed) {
+          const float* weight = is_q ? q_weight : k_weight;
+          v1 *= weight[i + e];
+          v2 *= weight[i + e + half];
         }
         const float sin_a = sin_of[i + e], cos_a = cos_of[i + e];
         a.v[e] = __float2bfloat16(v1 * cos_a - v2 * sin_a);
@@ -237,17 +277,21 @@ void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& 
                          batch.page_table.ptr<int32_t>(),
                          layout.max_pages,
                          page_size};
-  // Pairs of elements per access when both halves of every head start on 4-byte boundaries, in
-  // qkv and in the cache rows alike (heads are hd elements apart in both).
+  // The layout: WideRope when every half-head starts on a 16-byte boundary (in qkv, the cache
+  // rows and the norm weights) and hd is 128 (SDAR, LLaDA), else a warp a head, with pairs of
+  // elements per access when the halves start on 4-byte boundaries.
+  const bool wide = hd == 128 && aligned_16({qkv.data, k_cache.data, v_cache.data, q_norm.data, k_norm.data});
   const bool pairs = hd % 4 == 0 && aligned_16({qkv.data, k_cache.data, v_cache.data});
-  const bool short_heads = hd <= 128;  // at most 2 rotation pairs per lane
-  auto* kernel = pairs ? (short_heads ? qk_norm_rope_kernel<2, 2> : qk_norm_rope_kernel<2, 8>)
-                       : (short_heads ? qk_norm_rope_kernel<1, 2> : qk_norm_rope_kernel<1, 8>);
-  const int heads_per_block = kRopeWarps * (kRopeSlots / (short_heads ? 2 : 8));
-  const dim3 grid(static_cast<unsigned>((nh + 2 * nkv + heads_per_block - 1) / heads_per_block),
-                  static_cast<unsigned>(max_new), static_cast<unsigned>(layout.num_seqs));
-  launch_kernel("qk_norm_rope_kernel", kernel, grid, 32 * kRopeWarps, 0, stream_, qkv.ptr<bf16>(), q_norm.ptr<bf16>(),
-                k_norm.ptr<bf16>(), cache, eps, nh, nkv, hd, freqs);
+  const bool short_heads = hd <= 128;
+  const auto launch = [&]<typename L>(L) {
+    const dim3 grid(static_cast<unsigned>((nh + 2 * nkv + L::kHeadsPerBlock - 1) / L::kHeadsPerBlock),
+                    static_cast<unsigned>(max_new), static_cast<unsigned>(layout.num_seqs));
+    launch_kernel("qk_norm_rope_kernel", qk_norm_rope_kernel<L>, grid, L::kThreads, 0, stream_, qkv.ptr<bf16>(),
+                  q_norm.ptr<bf16>(), k_norm.ptr<bf16>(), cache, eps, nh, nkv, hd, freqs);
+  };
+  if (wide) return launch(WideRope{});
+  if (pairs) return short_heads ? launch(PairRope{}) : launch(LongPairRope{});
+  short_heads ? launch(SingleRope{}) : launch(LongSingleRope{});
 }
 
 }  // namespace jet::cuda
