@@ -30,9 +30,9 @@ inline void check_launch(const char* kernel) { check(cudaGetLastError(), kernel)
 // until the previous kernel has finished and its writes are visible, then lets the next kernel
 // launch. Before the wait a kernel may read only what no kernel writes: a forward's batch layout
 // (ForwardBatch's positions, seq_starts, cached_lens and page_table), which the host uploads
-// before the forward's first kernel, is read there by qk_norm_rope and attention. (Prefetching
-// the constant weights before the wait cost 10% in the few-rows matmul.) JET_PDL=0 launches them
-// plainly.
+// before the forward's first kernel, is read there by qk_norm_rope and attention, and
+// qk_norm_rope reads its norm weights there (no kernel of a forward writes weights). (Prefetching
+// the weights before the wait cost 10% in the few-rows matmul.) JET_PDL=0 launches them plainly.
 __device__ __forceinline__ void await_previous_kernel() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
