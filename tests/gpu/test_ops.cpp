@@ -103,11 +103,13 @@ void test_qk_norm_rope(Report& report, Twins& tw, std::mt19937& rng) {
     int nh, nkv, hd;
     bool with_norm;
   };
-  // Heads of up to 128 go 64 to a block and longer ones 16: 80 heads of 128 and 24 of 256 take two
-  // blocks per token; 130 (odd halves) and 512 take the one-element and the widest paths.
+  // Heads of up to 128 go 48 to a block (those of 128 8 lanes a head, 4 a warp) and longer ones 16:
+  // 80 heads of 128 and 24 of 256 take two blocks per token; 2 + 1 + 1 heads of 128 put q, k and v
+  // in one warp; 130 (odd halves) and 512 take the one-element and the widest paths.
   for (const Case& c : {Case{{5}, 4, 2, 16, true}, Case{{3, 1, 4}, 32, 8, 128, true}, Case{{7, 2}, 3, 1, 6, true},
                         Case{{4}, 4, 4, 128, false}, Case{{2, 19}, 2, 1, 100, true}, Case{{3, 2}, 64, 8, 128, true},
-                        Case{{2, 3}, 16, 4, 256, true}, Case{{3}, 6, 2, 130, true}, Case{{2}, 4, 2, 512, true}}) {
+                        Case{{3, 2}, 2, 1, 128, true}, Case{{2, 3}, 16, 4, 256, true}, Case{{3}, 6, 2, 130, true},
+                        Case{{2}, 4, 2, 512, true}}) {
     const int T = std::accumulate(c.fresh.begin(), c.fresh.end(), 0), S = static_cast<int>(c.fresh.size());
     const std::string name = shape_name("qk_norm_rope T,S,nh,nkv,hd", {T, S, c.nh, c.nkv, c.hd}) +
                              (c.with_norm ? " with q/k norm" : " without norm");
