@@ -122,10 +122,15 @@ inline int splits_for_wave_fill(int64_t ctas, int64_t slots, int64_t max_splits)
   return 1;
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+// Sum over the kLanes lanes of this lane's aligned group (kLanes a power of two, at most 32);
+// every lane of the warp must take part.
+template <int kLanes>
+__device__ __forceinline__ float lane_group_sum(float v) {
+  for (int offset = kLanes / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
 }
+
+__device__ __forceinline__ float warp_sum(float v) { return lane_group_sum<32>(v); }
 
 // Sum over the whole block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
 __device__ __forceinline__ float block_sum(float v) {

@@ -101,13 +101,6 @@ struct CacheSlots {
   int max_pages, page_size;
 };
 
-// Sum over the kLanes lanes of this lane's aligned group (kLanes a power of two, at most 32).
-template <int kLanes>
-__device__ __forceinline__ float lane_group_sum(float v) {
-  for (int offset = kLanes / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
 // How qk_norm_rope lays a token's heads over a block's lanes. A head is kLanes lanes; a lane
 // holds kPacks P-element accesses of each half of it, at i = P * sub + kLanes * P * k (sub its
 // place in the group, k < kPacks), and its rotation pairs (i, i + hd / 2) meet in the lane. A
@@ -277,10 +270,10 @@ void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& 
                          batch.page_table.ptr<int32_t>(),
                          layout.max_pages,
                          page_size};
-  // The layout: WideRope when every half-head starts on a 16-byte boundary (in qkv, the cache
-  // rows and the norm weights) and hd is 128 (SDAR, LLaDA), else a warp a head, with pairs of
-  // elements per access when the halves start on 4-byte boundaries.
-  const bool wide = hd == 128 && aligned_16({qkv.data, k_cache.data, v_cache.data, q_norm.data, k_norm.data});
+  // The layout: WideRope when every half-head starts on a 16-byte boundary (in qkv and the cache
+  // rows; the norm weights are read an element at a time) and hd is 128 (SDAR, LLaDA), else a
+  // warp a head, with pairs of elements per access when the halves start on 4-byte boundaries.
+  const bool wide = hd == 128 && aligned_16({qkv.data, k_cache.data, v_cache.data});
   const bool pairs = hd % 4 == 0 && aligned_16({qkv.data, k_cache.data, v_cache.data});
   const bool short_heads = hd <= 128;
   const auto launch = [&]<typename L>(L) {
