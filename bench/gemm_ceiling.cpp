@@ -4,7 +4,8 @@
 // kept up for seconds. test_gemm_speed's floor is the fastest of ten passes of about 5 ms, at the
 // clocks of a cool GPU; a decode run keeps the GPU busy for seconds, and products run back to
 // back draw enough power for the H200 to lower its clocks under its power limit. The completion
-// tokens per second that these products alone allow is what no engine on this GPU can exceed.
+// tokens per second they allow, kept up, is what an engine that did nothing but its GEMMs would
+// reach (README, Benchmarks: the engine against it).
 //
 //   gemm_ceiling [BATCH=128] [SECONDS=6]
 //
@@ -19,9 +20,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
 #include <cstring>
-#include <ctime>
 #include <iterator>
+#include <thread>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -35,8 +37,13 @@ constexpr int kLayers = 36;
 constexpr int kWeightSets = 8;
 constexpr int kBlock = 4;
 constexpr int64_t kHidden = 2560;
+constexpr int64_t kIntermediate = 9728;
 constexpr int64_t kVocab = 151936;
-constexpr int64_t kLayerShapes[][2] = {{6144, kHidden}, {kHidden, 4096}, {19456, kHidden}, {kHidden, 9728}};  // n, k
+constexpr int64_t kLayerShapes[][2] = {  // n, k of qkv, o, gate_up, down
+    {6144, kHidden},
+    {kHidden, 4096},
+    {2 * kIntermediate, kHidden},
+    {kHidden, kIntermediate}};
 
 #define CHECK(call) ::jet::cuda::check((call), #call)
 
@@ -76,8 +83,8 @@ int main(int argc, char** argv) {
   const cudaStream_t stream = be.stream();
   const int64_t max_rows = 2 * kBlock * batch;
   std::vector<Buffer> owner;
-  Tensor x = be.alloc_tensor(owner, DType::BF16, {max_rows, 9728});
-  Tensor out = be.alloc_tensor(owner, DType::BF16, {max_rows, 19456});
+  Tensor x = be.alloc_tensor(owner, DType::BF16, {max_rows, kIntermediate});  // the widest k
+  Tensor out = be.alloc_tensor(owner, DType::BF16, {max_rows, 2 * kIntermediate});  // the widest n
   Tensor logits = be.alloc_tensor(owner, DType::F32, {kBlock * batch, kVocab});
   Tensor lm_head = be.alloc_tensor(owner, DType::BF16, {kVocab, kHidden});
   fill_uniform(be, x, 12345);
@@ -129,8 +136,7 @@ int main(int argc, char** argv) {
 
   // A pause first, so that the sustained run starts from a GPU as cool as a bench's.
   CHECK(cudaDeviceSynchronize());
-  const timespec pause{2, 0};
-  nanosleep(&pause, nullptr);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
   const int per_window = std::max(1, static_cast<int>(500.0 / burst));
   double total_ms = 0.0;
   int total_blocks = 0;
