@@ -18,16 +18,16 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <chrono>
-#include <cstring>
 #include <iterator>
 #include <thread>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_factory.h"
+#include "core/dtype.h"
 
 using namespace jet;
 
@@ -54,10 +54,7 @@ void fill_uniform(Backend& be, const Tensor& t, uint32_t seed) {
     seed ^= seed << 13;
     seed ^= seed >> 17;
     seed ^= seed << 5;
-    const float f = static_cast<float>(seed) / 2147483648.0f - 1.0f;
-    uint32_t bits;
-    std::memcpy(&bits, &f, sizeof bits);
-    v = static_cast<uint16_t>(bits >> 16);
+    v = f32_to_bf16(static_cast<float>(seed) / 2147483648.0f - 1.0f);
   }
   be.upload(t.data, host.data(), host.size() * sizeof(uint16_t));
 }
