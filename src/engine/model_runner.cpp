@@ -29,8 +29,7 @@ ModelRunner::ModelRunner(Model& model, int block_length, int num_slots, int num_
     : model_(model),
       backend_(model.backend()),
       block_length_(block_length),
-      // The MoE op allocates stream-ordered scratch in every call, which a recording cannot hold.
-      record_forwards_(record_forwards && !model.config().has_moe_layers()),
+      record_forwards_(record_forwards),
       idle_seconds_(idle_seconds) {
   const ModelConfig& c = model.config();
   kv_ = backend_.alloc_kv_cache(c.layers, num_pages, page_size, c.kv_heads, c.head_dim);

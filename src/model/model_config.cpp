@@ -261,13 +261,6 @@ bool ModelConfig::is_moe_layer(int64_t layer) const {
   return !dense && (layer + 1) % decoder_sparse_step == 0;
 }
 
-bool ModelConfig::has_moe_layers() const {
-  for (int64_t layer = 0; layer < layers; ++layer) {
-    if (is_moe_layer(layer)) return true;
-  }
-  return false;
-}
-
 ModelConfig load_model_config(const std::string& model_dir) {
   const std::string path = (fs::path(model_dir) / "config.json").string();
   JET_CHECK(fs::exists(path), "model directory ", model_dir, " has no config.json");

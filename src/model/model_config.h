@@ -49,7 +49,6 @@ struct ModelConfig {
   // Whether `layer` has a routed-expert MLP (Qwen3-MoE rule: not in mlp_only_layers, and
   // (layer + 1) is a multiple of decoder_sparse_step).
   bool is_moe_layer(int64_t layer) const;
-  bool has_moe_layers() const;
 };
 
 // Reads <model_dir>/config.json and, when present, <model_dir>/generation_config.json.

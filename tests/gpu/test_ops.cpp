@@ -231,18 +231,31 @@ void test_gather_block_tokens(Report& report, Twins& tw, std::mt19937& rng) {
   });
 }
 
+// MoE cases at the edges of the grouped expert GEMMs (moe.cu): experts without a token, one expert
+// taking every token, top_k = E, expert counts that are not powers of two, widths that are not
+// multiples of 128 (or of 8: the element-wise path), 1 row, 4,096 rows and more than one chunk of
+// routes, and SDAR-30B-A3B's own layer shape.
 void test_moe(Report& report, Twins& tw, std::mt19937& rng) {
   struct Case {
     int T, H, E, I, top_k;
     bool renormalize;
+    bool one_expert = false;  // router row 3 dominates every token's logits
   };
   for (Case c : {Case{9, 40, 8, 24, 2, true}, Case{1, 16, 4, 8, 1, true}, Case{5, 33, 8, 17, 8, false},
-                 Case{33, 256, 16, 96, 4, true}, Case{7, 64, 40, 32, 3, false}}) {
-    const std::string name =
-        shape_name("moe T,H,E,I,top_k", {c.T, c.H, c.E, c.I, c.top_k}) + (c.renormalize ? " renormalised" : "");
+                 Case{33, 256, 16, 96, 4, true}, Case{7, 64, 40, 32, 3, false}, Case{2, 128, 64, 64, 2, true},
+                 Case{1, 200, 6, 40, 6, true}, Case{300, 128, 8, 64, 2, true, true},
+                 Case{300, 72, 8, 24, 1, false, true}, Case{4096, 136, 24, 72, 4, true},
+                 Case{5000, 64, 12, 40, 8, true}, Case{64, 2048, 128, 768, 8, true},
+                 Case{256, 2048, 128, 768, 8, true}}) {
+    const std::string name = shape_name("moe T,H,E,I,top_k", {c.T, c.H, c.E, c.I, c.top_k}) +
+                             (c.renormalize ? " renormalised" : "") + (c.one_expert ? " all to expert 3" : "");
     report.run(name, [&] {
-      Twin x = tw.floats({c.T, c.H}, random_bf16(rng, size_t(c.T) * c.H));
-      Twin router = tw.floats({c.E, c.H}, random_bf16(rng, size_t(c.E) * c.H));
+      std::vector<float> x_values = random_bf16(rng, size_t(c.T) * c.H, c.one_expert ? 0.05f : -1.0f, 1.0f);
+      std::vector<float> router_values = random_bf16(rng, size_t(c.E) * c.H, c.one_expert ? -0.1f : -1.0f,
+                                                     c.one_expert ? 0.1f : 1.0f);
+      if (c.one_expert) std::fill_n(router_values.begin() + 3 * c.H, c.H, 1.0f);
+      Twin x = tw.floats({c.T, c.H}, x_values);
+      Twin router = tw.floats({c.E, c.H}, router_values);
       Twin gate_up = tw.floats({c.E, 2 * c.I, c.H}, random_bf16(rng, size_t(c.E) * 2 * c.I * c.H));
       Twin down = tw.floats({c.E, c.H, c.I}, random_bf16(rng, size_t(c.E) * c.H * c.I));
       MoeWeights w_cpu{router.cpu, gate_up.cpu, down.cpu, c.top_k, c.renormalize};
@@ -250,7 +263,10 @@ void test_moe(Report& report, Twins& tw, std::mt19937& rng) {
       Twin out = tw.poisoned({c.T, c.H});
       tw.cpu().moe(x.cpu, w_cpu, out.cpu);
       tw.cuda().moe(x.cuda, w_cuda, out.cuda);
-      expect_close(report, name, tw.cuda_values(out.cuda), tw.cpu_values(out.cpu), kRtol);
+      // Routing is discontinuous: the two backends' router logits differ in their fp32 summation
+      // order, so a token whose k-th and (k+1)-th probabilities tie to ~1e-7 may take another
+      // expert. At most one such row per 1,024 (none below that).
+      expect_rows_close(report, name, tw.cuda_values(out.cuda), tw.cpu_values(out.cpu), c.H, kRtol, c.T / 1024);
     });
   }
   report.run("moe argument checks", [&] {

@@ -64,6 +64,7 @@ class CudaBackend final : public Backend {
   size_t workspace_bytes_ = 0;
   int* split_counters_ = nullptr;  // zero between kernels (skinny_gemm.h)
   int64_t num_split_counters_ = 0;
+  Buffer moe_scratch_;  // moe.cu: routing, sorted routes, expert tiles and activations of one chunk
   std::unique_ptr<GemmPlans> gemm_plans_;
   // Bumped by every alloc() and every free of a Buffer it made (shared: a Buffer may outlive us).
   std::shared_ptr<std::atomic<uint64_t>> memory_epoch_ = std::make_shared<std::atomic<uint64_t>>(0);

@@ -1,10 +1,14 @@
-// Mixture-of-experts FFN, correctness first: fp32 router logits through the matmul op, softmax
-// and top-k per token (ties to the lower expert id, optional renormalisation), then each
-// selected expert's SwiGLU and down projection as warp dot products, and the weighted sum of a
-// token's experts in rank order (the CPU op's order). Nothing leaves the device: tokens are not
-// grouped per expert on the host, so the op needs no sync. (Grouped expert GEMMs come later.)
+// Mixture-of-experts FFN on the device, with no host synchronisation (so it records into CUDA
+// graphs): fp32 router logits through the matmul op; one warp per token takes the softmax and
+// the top-k (ties to the lower expert id, optional renormalisation); one CTA sorts the routes by
+// expert and cuts each expert's rows into tiles; the grouped gate/up (with SwiGLU) and down
+// GEMMs (expert_gemm.cuh) run over the tiles; each token sums its experts' weighted outputs in
+// rank order, the CPU op's order. Scratch lives in a buffer of the backend that grows to the
+// largest call; tokens are taken in chunks so that it stays bounded.
+#include <algorithm>
 #include <cfloat>
 
+#include "backend/cuda/expert_gemm.cuh"
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/op_checks.h"
 
@@ -12,32 +16,16 @@ namespace jet::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
+using moe_detail::ExpertGemmArgs;
+using moe_detail::ExpertTiles;
+using moe_detail::Product;
 
-// Device scratch for one call, in stream order: freed when the op returns, reused by the pool.
-class StreamScratch {
- public:
-  StreamScratch(size_t bytes, cudaStream_t stream) : stream_(stream) {
-    JET_CUDA_CHECK(cudaMallocAsync(&ptr_, bytes, stream_));
-  }
-  ~StreamScratch() { cudaFreeAsync(ptr_, stream_); }
-  StreamScratch(const StreamScratch&) = delete;
-  StreamScratch& operator=(const StreamScratch&) = delete;
-
-  // Successive views, each starting on a 256-byte boundary.
-  template <typename T>
-  T* take(int64_t count) {
-    T* p = reinterpret_cast<T*>(static_cast<char*>(ptr_) + used_);
-    used_ += round_up(static_cast<size_t>(count) * sizeof(T));
-    return p;
-  }
-  static size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
- private:
-  void* ptr_ = nullptr;
-  size_t used_ = 0;
-  cudaStream_t stream_;
-};
+constexpr int kRouteThreads = 256;
+constexpr int kSortThreads = 1024;
+// Routes per chunk: a chunk's scratch is about routes * (2 I + 4 H) bytes.
+constexpr int64_t kMaxChunkRoutes = 32768;
+// Router probabilities per chunk (fp32 [tokens, E]).
+constexpr int64_t kMaxChunkProbs = int64_t{1} << 24;
 
 // Warp-strided loops: every lane of a warp sees the same work item, so warp shuffles stay legal.
 __device__ __forceinline__ int64_t global_warp() { return (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32; }
@@ -46,13 +34,6 @@ __device__ __forceinline__ int64_t warps_in_grid() { return int64_t{gridDim.x} *
 __device__ __forceinline__ float warp_max(float v) {
   for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
-}
-
-// Dot product of two bf16 rows of length n, in fp32, summed over the warp.
-__device__ __forceinline__ float warp_dot(const bf16* a, const bf16* b, int64_t n) {
-  float acc = 0.0f;
-  for (int64_t i = threadIdx.x % 32; i < n; i += 32) acc += __bfloat162float(a[i]) * __bfloat162float(b[i]);
-  return warp_sum(acc);
 }
 
 // One warp routes one token: p [E] holds the router logits and is overwritten with the softmax,
@@ -114,42 +95,194 @@ __global__ void route_kernel(float* probs, int64_t T, int E, int top_k, bool ren
   }
 }
 
-// One warp per (route r = t * top_k + k, intermediate index i):
-// hidden[r, i] = silu(gate_e[i] · x[t]) * (up_e[i] · x[t]) with e the route's expert.
-__global__ void expert_swiglu_kernel(const bf16* x, const bf16* gate_up, const int32_t* experts, int64_t routes,
-                                     int top_k, int64_t H, int64_t I, float* hidden) {
-  await_previous_kernel();
-  for (int64_t warp = global_warp(); warp < routes * I; warp += warps_in_grid()) {
-    const int64_t r = warp / I, i = warp % I;
-    const bf16* expert = gate_up + int64_t{experts[r]} * 2 * I * H;
-    const bf16* token = x + r / top_k * H;
-    const float gate = warp_dot(expert + i * H, token, H);
-    const float up = warp_dot(expert + (I + i) * H, token, H);
-    if (threadIdx.x % 32 == 0) hidden[warp] = gate / (1.0f + expf(-gate)) * up;
+// Exclusive prefix sum over the block (kSortThreads threads, all taking part); `total` gets the sum.
+__device__ int block_exclusive_scan(int v, int* total) {
+  __shared__ int warp_totals[kSortThreads / 32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int inclusive = v;
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const int other = __shfl_up_sync(0xffffffffu, inclusive, offset);
+    if (lane >= offset) inclusive += other;
   }
-}
-
-// One warp per (token t, output j): out[t, j] = Σ_k weight_k * (down_e_k[j] · hidden[t * top_k + k]),
-// summed in rank order.
-__global__ void expert_down_kernel(const float* hidden, const bf16* down, const int32_t* experts, const float* weights,
-                                   int64_t T, int top_k, int64_t H, int64_t I, bf16* out) {
-  await_previous_kernel();
-  for (int64_t warp = global_warp(); warp < T * H; warp += warps_in_grid()) {
-    const int64_t t = warp / H, j = warp % H;
-    float total = 0.0f;
-    for (int k = 0; k < top_k; ++k) {
-      const int64_t r = t * top_k + k;
-      const bf16* row = down + (int64_t{experts[r]} * H + j) * I;
-      const float* h = hidden + r * I;
-      float acc = 0.0f;
-      for (int64_t i = threadIdx.x % 32; i < I; i += 32) acc += __bfloat162float(row[i]) * h[i];
-      total += weights[r] * warp_sum(acc);
+  if (lane == 31) warp_totals[warp] = inclusive;
+  __syncthreads();
+  if (warp == 0) {
+    int w = warp_totals[lane];
+    for (int offset = 1; offset < 32; offset *= 2) {
+      const int other = __shfl_up_sync(0xffffffffu, w, offset);
+      if (lane >= offset) w += other;
     }
-    if (threadIdx.x % 32 == 0) out[warp] = __float2bfloat16(total);
+    warp_totals[lane] = w;  // inclusive over warps
+  }
+  __syncthreads();
+  const int before = (warp > 0 ? warp_totals[warp - 1] : 0) + inclusive - v;
+  *total = warp_totals[kSortThreads / 32 - 1];
+  __syncthreads();  // warp_totals is reused by the next call
+  return before;
+}
+
+// Scratch of the sort, on the device.
+struct SortScratch {
+  int32_t* counts;      // [E]
+  int32_t* rank;        // [routes]: the route's place among its expert's routes
+  int32_t* row_begin;   // [E]: the expert's first sorted row
+  int32_t* tile_begin;  // [E]: the expert's first tile
+};
+
+struct TileTables {
+  int32_t* count;
+  int32_t* expert;
+  int32_t* begin;
+  int32_t* end;
+};
+
+// One CTA: counts the routes of each expert, places every route in expert order
+// (sorted[row] = route) and writes the tiles of at most rows_per_tile rows each.
+__global__ void __launch_bounds__(kSortThreads)
+    sort_routes_kernel(const int32_t* experts, int routes, int E, int rows_per_tile, SortScratch s, int32_t* sorted,
+                       TileTables tiles) {
+  await_previous_kernel();
+  const int tid = threadIdx.x;
+  for (int e = tid; e < E; e += kSortThreads) s.counts[e] = 0;
+  __syncthreads();
+  for (int r = tid; r < routes; r += kSortThreads) s.rank[r] = atomicAdd(&s.counts[experts[r]], 1);
+  __syncthreads();
+
+  // Thread tid owns experts [first, last): its sums, scanned over the block, give their offsets.
+  const int per_thread = (E + kSortThreads - 1) / kSortThreads;
+  const int first = min(E, tid * per_thread), last = min(E, first + per_thread);
+  int my_rows = 0, my_tiles = 0;
+  for (int e = first; e < last; ++e) {
+    my_rows += s.counts[e];
+    my_tiles += (s.counts[e] + rows_per_tile - 1) / rows_per_tile;
+  }
+  int total_rows = 0, total_tiles = 0;
+  int row = block_exclusive_scan(my_rows, &total_rows);
+  int tile = block_exclusive_scan(my_tiles, &total_tiles);
+  for (int e = first; e < last; ++e) {
+    s.row_begin[e] = row;
+    s.tile_begin[e] = tile;
+    row += s.counts[e];
+    tile += (s.counts[e] + rows_per_tile - 1) / rows_per_tile;
+  }
+  if (tid == 0) *tiles.count = total_tiles;
+  __syncthreads();
+
+  for (int r = tid; r < routes; r += kSortThreads) sorted[s.row_begin[experts[r]] + s.rank[r]] = r;
+  for (int e = tid; e < E; e += kSortThreads) {
+    const int begin = s.row_begin[e], end = begin + s.counts[e];
+    for (int t = s.tile_begin[e], b = begin; b < end; ++t, b += rows_per_tile) {
+      tiles.expert[t] = e;
+      tiles.begin[t] = b;
+      tiles.end[t] = min(end, b + rows_per_tile);
+    }
   }
 }
 
-unsigned blocks_for_warps(int64_t warps) { return blocks_for(warps * 32, kThreads); }
+// out[t, j] = Σ_k route_out[t * top_k + k, j], in rank order.
+template <int kPack>
+__global__ void combine_kernel(const float* route_out, int64_t T, int top_k, int64_t H, bf16* out) {
+  await_previous_kernel();
+  const int64_t packs = H / kPack;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < T * packs; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = i / packs, j = (i % packs) * kPack;
+    float sum[kPack] = {};
+    for (int k = 0; k < top_k; ++k) {
+      const float* src = route_out + (t * top_k + k) * H + j;
+      if constexpr (kPack == 4) {
+        const float4 v = *reinterpret_cast<const float4*>(src);
+        sum[0] += v.x, sum[1] += v.y, sum[2] += v.z, sum[3] += v.w;
+      } else {
+        sum[0] += src[0];
+      }
+    }
+    for (int q = 0; q < kPack; ++q) out[t * H + j + q] = __float2bfloat16(sum[q]);
+  }
+}
+
+// Rows per expert tile: the smallest that holds an expert's usual share of the routes, so that
+// small batches do not compute padding and large ones read each expert's weights once.
+int rows_per_tile(int64_t routes, int64_t experts) {
+  const int64_t average = (routes + experts - 1) / experts;
+  if (average <= 6) return 16;
+  if (average <= 16) return 32;
+  return 64;
+}
+
+template <int kRows, Product kProduct, bool kVector>
+void launch_expert_gemm(const ExpertGemmArgs& args, int max_tiles, cudaStream_t stream) {
+  using Shape = moe_detail::TileShape<kRows>;
+  constexpr size_t shared = Shape::kSharedBytes;
+  auto* kernel = moe_detail::expert_gemm_kernel<kRows, kProduct, kVector>;
+  static const bool configured = [&] {
+    JET_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int{shared}));
+    return true;
+  }();
+  (void)configured;
+  const int64_t ctas = int64_t{max_tiles} * args.col_blocks;
+  JET_CHECK(ctas < (int64_t{1} << 31), "moe: ", ctas, " expert GEMM CTAs are more than one launch can hold");
+  launch_kernel("expert_gemm_kernel", kernel, dim3(static_cast<unsigned>(ctas)), dim3(Shape::kThreads), shared,
+                stream, args);
+}
+
+template <Product kProduct, bool kVector>
+void launch_expert_gemm(int rows, const ExpertGemmArgs& args, int max_tiles, cudaStream_t stream) {
+  switch (rows) {
+    case 16: return launch_expert_gemm<16, kProduct, kVector>(args, max_tiles, stream);
+    case 32: return launch_expert_gemm<32, kProduct, kVector>(args, max_tiles, stream);
+    default: return launch_expert_gemm<64, kProduct, kVector>(args, max_tiles, stream);
+  }
+}
+
+template <Product kProduct>
+void launch_expert_gemm(bool vector, int rows, const ExpertGemmArgs& args, int max_tiles, cudaStream_t stream) {
+  if (vector) return launch_expert_gemm<kProduct, true>(rows, args, max_tiles, stream);
+  launch_expert_gemm<kProduct, false>(rows, args, max_tiles, stream);
+}
+
+// Successive 256-byte-aligned views of one scratch allocation at `base`.
+class ScratchCarver {
+ public:
+  explicit ScratchCarver(uintptr_t base) : base_(base) {}
+  template <typename T>
+  T* take(int64_t count) {
+    T* p = reinterpret_cast<T*>(base_ + used_);
+    used_ += (static_cast<size_t>(count) * sizeof(T) + 255) / 256 * 256;
+    return p;
+  }
+  size_t used() const { return used_; }
+
+ private:
+  uintptr_t base_;
+  size_t used_ = 0;
+};
+
+// Where one chunk's scratch goes; with base 0 it only counts the bytes.
+struct ChunkScratch {
+  float* probs;
+  int32_t* experts;
+  float* weights;
+  SortScratch sort;
+  int32_t* sorted;
+  TileTables tiles;
+  bf16* hidden;
+  float* route_out;
+  size_t bytes;
+
+  ChunkScratch(uintptr_t base, int64_t tokens, int64_t top_k, int64_t E, int64_t H, int64_t I, int64_t max_tiles) {
+    ScratchCarver c(base);
+    const int64_t routes = tokens * top_k;
+    probs = c.take<float>(tokens * E);
+    experts = c.take<int32_t>(routes);
+    weights = c.take<float>(routes);
+    sort = {c.take<int32_t>(E), c.take<int32_t>(routes), c.take<int32_t>(E), c.take<int32_t>(E)};
+    sorted = c.take<int32_t>(routes);
+    tiles = {c.take<int32_t>(1), c.take<int32_t>(max_tiles), c.take<int32_t>(max_tiles), c.take<int32_t>(max_tiles)};
+    hidden = c.take<bf16>(routes * I);
+    route_out = c.take<float>(routes * H);
+    bytes = c.used();
+  }
+};
 
 }  // namespace
 
@@ -159,23 +292,58 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
   const int top_k = shape.top_k;
   if (T == 0) return;
 
-  const int64_t routes = T * top_k;
-  StreamScratch scratch(
-      StreamScratch::round_up(T * E * sizeof(float)) + StreamScratch::round_up(routes * sizeof(int32_t)) +
-          StreamScratch::round_up(routes * sizeof(float)) + StreamScratch::round_up(routes * I * sizeof(float)),
-      stream_);
-  Tensor probs(scratch.take<float>(T * E), DType::F32, {T, E});
-  int32_t* experts = scratch.take<int32_t>(routes);
-  float* weights = scratch.take<float>(routes);
-  float* hidden = scratch.take<float>(routes * I);
+  const int64_t chunk_tokens =
+      std::max<int64_t>(1, std::min({T, kMaxChunkRoutes / top_k, kMaxChunkProbs / E}));
+  const int64_t chunk_routes = chunk_tokens * top_k;
+  const int rows = rows_per_tile(chunk_routes, E);
+  // Σ_e ceil(count_e / rows) <= routes / rows + (experts with a route).
+  const int64_t max_tiles = chunk_routes / rows + std::min(E, chunk_routes);
+  const ChunkScratch sizes(0, chunk_tokens, top_k, E, H, I, max_tiles);
+  const Tensor raw = grow_view(moe_scratch_, DType::I32, {static_cast<int64_t>(sizes.bytes / sizeof(int32_t))});
+  const ChunkScratch s(reinterpret_cast<uintptr_t>(raw.data), chunk_tokens, top_k, E, H, I, max_tiles);
 
-  matmul(x, w.router, probs);
-  launch_kernel("route_kernel", route_kernel, blocks_for_warps(T), kThreads, 0, stream_, probs.ptr<float>(), T,
-                static_cast<int>(E), top_k, w.renormalize, experts, weights);
-  launch_kernel("expert_swiglu_kernel", expert_swiglu_kernel, blocks_for_warps(routes * I), kThreads, 0, stream_,
-                x.ptr<bf16>(), w.gate_up.ptr<bf16>(), experts, routes, top_k, H, I, hidden);
-  launch_kernel("expert_down_kernel", expert_down_kernel, blocks_for_warps(T * H), kThreads, 0, stream_, hidden,
-                w.down.ptr<bf16>(), experts, weights, T, top_k, H, I, out.ptr<bf16>());
+  const bool vector = H % 8 == 0 && I % 8 == 0 &&
+                      aligned_16({x.data, w.gate_up.data, w.down.data, s.hidden, s.route_out});
+  for (int64_t t0 = 0; t0 < T; t0 += chunk_tokens) {
+    const int64_t tokens = std::min(chunk_tokens, T - t0), routes = tokens * top_k;
+    const Tensor x_chunk = x.rows(t0, t0 + tokens);
+    Tensor probs(s.probs, DType::F32, {tokens, E});
+    matmul(x_chunk, w.router, probs);
+    launch_kernel("route_kernel", route_kernel, blocks_for(tokens * 32, kRouteThreads), kRouteThreads, 0, stream_,
+                  s.probs, tokens, static_cast<int>(E), top_k, w.renormalize, s.experts, s.weights);
+    launch_kernel("sort_routes_kernel", sort_routes_kernel, 1, kSortThreads, 0, stream_, s.experts,
+                  static_cast<int>(routes), static_cast<int>(E), rows, s.sort, s.sorted, s.tiles);
+
+    ExpertGemmArgs args{};
+    args.sorted = s.sorted;
+    args.route_weights = s.weights;
+    args.hidden = s.hidden;
+    args.route_out = s.route_out;
+    args.tiles = ExpertTiles{s.tiles.count, s.tiles.expert, s.tiles.begin, s.tiles.end};
+    args.top_k = top_k;
+    args.hidden_size = H;
+    args.inter = I;
+    const int tiles = static_cast<int>(std::min(max_tiles, routes / rows + std::min(E, routes)));
+
+    args.a = x_chunk.ptr<bf16>();
+    args.w = w.gate_up.ptr<bf16>();
+    args.col_blocks = static_cast<int>((I + moe_detail::kHiddenCols - 1) / moe_detail::kHiddenCols);
+    launch_expert_gemm<Product::GateUp>(vector, rows, args, tiles, stream_);
+
+    args.a = s.hidden;
+    args.w = w.down.ptr<bf16>();
+    args.col_blocks = static_cast<int>((H + moe_detail::kWeightRows - 1) / moe_detail::kWeightRows);
+    launch_expert_gemm<Product::Down>(vector, rows, args, tiles, stream_);
+
+    bf16* out_chunk = out.ptr<bf16>() + t0 * H;
+    if (H % 4 == 0) {
+      launch_kernel("combine_kernel", combine_kernel<4>, blocks_for(tokens * H / 4, 256), 256, 0, stream_,
+                    static_cast<const float*>(s.route_out), tokens, top_k, H, out_chunk);
+    } else {
+      launch_kernel("combine_kernel", combine_kernel<1>, blocks_for(tokens * H, 256), 256, 0, stream_,
+                    static_cast<const float*>(s.route_out), tokens, top_k, H, out_chunk);
+    }
+  }
 }
 
 }  // namespace jet::cuda

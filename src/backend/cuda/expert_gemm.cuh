@@ -1,0 +1,224 @@
+// The grouped expert GEMMs of the MoE op (moe.cu). The routes (token, k-th choice) are sorted by
+// expert and cut into row tiles of one expert each (ExpertTiles, built on the device, so the
+// host never learns how many tokens an expert got); a CTA computes one tile against one block of
+// its expert's weight rows, and CTAs past the tiles in use return at once. The grid is sized for
+// the most tiles any routing can make, so the launch shape depends on the token count alone and
+// the op records into CUDA graphs.
+//
+// Two products share the kernel, differing in their A rows and their epilogue:
+//   gate/up: A row = the route's token row of x; the CTA's 128 weight rows are 64 gate rows and
+//            the 64 up rows of the same hidden columns, so SwiGLU runs on the accumulators and
+//            writes bf16 hidden[sorted row, I];
+//   down:    A row = hidden[sorted row]; the output, times the route's routing weight, goes to
+//            route_out[route, H] in fp32, which the combine kernel sums in rank order per token.
+// Each CTA streams its weight rows once through a cp.async pipeline of several stages (bf16 mma.sync
+// m16n8k16, fp32 accumulation): the products are bound by the weight bytes until tiles hold many
+// rows. kVector is the 16-byte path (K and the output widths multiples of 8, aligned operands);
+// without it every element is loaded alone and bounds-checked, for odd shapes.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/mma_ptx.cuh"
+
+namespace jet::cuda::moe_detail {
+
+constexpr int kStageK = 64;          // k elements per pipeline stage
+constexpr int kLd = kStageK + 8;     // bf16 stride of shared rows: 8 ldmatrix rows hit 8 bank groups
+constexpr int kWeightRows = 128;     // weight rows a CTA streams (32 per warp of a row group)
+constexpr int kHiddenCols = kWeightRows / 2;  // gate/up: hidden columns per CTA
+
+// A CTA of kRows rows: row groups of 4 warps, each warp 64 rows (fewer in a CTA of fewer rows)
+// against 32 weight rows; the weight stream needs many bytes in flight, so as many stages as
+// leave room for two CTAs a multiprocessor.
+template <int kRows>
+struct TileShape {
+  static constexpr int kRowGroups = kRows > 64 ? kRows / 64 : 1;
+  static constexpr int kWarpRows = kRows / kRowGroups;
+  static constexpr int kThreads = kRowGroups * 4 * 32;
+  static constexpr int kStages = kRows > 64 ? 3 : 4;
+  static constexpr size_t kSharedBytes = size_t{kStages} * (kRows + kWeightRows) * kLd * 2;
+};
+
+// The tiles in use, on the device (moe.cu's sort_routes_kernel writes them).
+struct ExpertTiles {
+  const int32_t* count;   // [1]: tiles in use
+  const int32_t* expert;  // [max tiles]: the tile's expert
+  const int32_t* begin;   // first sorted row of the tile
+  const int32_t* end;     // one past its last
+};
+
+enum class Product { GateUp, Down };
+
+struct ExpertGemmArgs {
+  const bf16* a;                // GateUp: x [T, H]; Down: hidden [routes, I] in sorted order
+  const bf16* w;                // GateUp: gate_up [E, 2I, H]; Down: down [E, H, I]
+  const int32_t* sorted;        // [routes]: sorted row -> route (token * top_k + rank)
+  const float* route_weights;   // [routes] (Down)
+  bf16* hidden;                 // [routes, I] (GateUp's output)
+  float* route_out;             // [routes, H] (Down's output)
+  ExpertTiles tiles;
+  int top_k;
+  int64_t hidden_size, inter;   // H, I
+  int col_blocks;               // CTAs per tile
+};
+
+__device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
+
+// Loads the 16-byte chunk at `src` into `dst`, or zeros: with kVector by cp.async, else element
+// by element, each bounds-checked against the `valid` elements left in the row.
+template <bool kVector>
+__device__ __forceinline__ void load_chunk(bf16* dst, const bf16* src, int64_t valid) {
+  if constexpr (kVector) {
+    cp_async_16(dst, src, valid > 0);
+  } else {
+    for (int j = 0; j < 8; ++j) dst[j] = j < valid ? src[j] : __float2bfloat16(0.0f);
+  }
+}
+
+template <int kRows, Product kProduct, bool kVector>
+__global__ void __launch_bounds__(TileShape<kRows>::kThreads) expert_gemm_kernel(ExpertGemmArgs p) {
+  using Shape = TileShape<kRows>;
+  constexpr int kThreads = Shape::kThreads, kStages = Shape::kStages;
+  constexpr int kMTiles = Shape::kWarpRows / 16;
+  extern __shared__ __align__(16) unsigned char shared_raw[];
+  bf16* a_tiles = reinterpret_cast<bf16*>(shared_raw);        // [kStages][kRows][kLd]
+  bf16* w_tiles = a_tiles + kStages * kRows * kLd;             // [kStages][kWeightRows][kLd]
+  __shared__ const bf16* a_row_src[kRows];
+
+  await_previous_kernel();
+  const int tile = blockIdx.x / p.col_blocks, col_block = blockIdx.x % p.col_blocks;
+  if (tile >= *p.tiles.count) return;
+  const int expert = p.tiles.expert[tile], row0 = p.tiles.begin[tile];
+  const int rows = p.tiles.end[tile] - row0;
+  const int64_t H = p.hidden_size, I = p.inter;
+  const int64_t K = kProduct == Product::GateUp ? H : I;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32 % 4;
+  const int warp_row0 = tid / 128 * Shape::kWarpRows;
+
+  for (int r = tid; r < kRows; r += kThreads) {
+    const bf16* src = nullptr;
+    if (r < rows) {
+      src = kProduct == Product::GateUp ? p.a + int64_t{p.sorted[row0 + r] / p.top_k} * H
+                                        : p.a + int64_t{row0 + r} * I;
+    }
+    a_row_src[r] = src;
+  }
+  // Weight row of shared row `r` (nullptr past the matrix): gate/up interleaves the two halves.
+  const bf16* expert_w = p.w + int64_t{expert} * (kProduct == Product::GateUp ? 2 * I * H : H * I);
+  auto weight_row = [&](int r) -> const bf16* {
+    if constexpr (kProduct == Product::GateUp) {
+      const int64_t col = int64_t{col_block} * kHiddenCols + r % kHiddenCols;
+      return col < I ? expert_w + (r < kHiddenCols ? col : I + col) * K : nullptr;
+    } else {
+      const int64_t row = int64_t{col_block} * kWeightRows + r;
+      return row < H ? expert_w + row * K : nullptr;
+    }
+  };
+  // Each thread moves chunk column tid % 8 of rows tid / 8 + (kThreads / 8) i.
+  const int chunk = tid % 8, row_step = kThreads / 8;
+  const bf16* my_weight_rows[kWeightRows / row_step];
+  for (int i = 0; i < kWeightRows / row_step; ++i) my_weight_rows[i] = weight_row(tid / 8 + i * row_step);
+  __syncthreads();
+
+  const int num_k = static_cast<int>((K + kStageK - 1) / kStageK);
+  auto load_stage = [&](int kt) {
+    const int slot = kt % kStages;
+    const int64_t k = int64_t{kt} * kStageK + chunk * 8;
+    bf16* w_dst = w_tiles + slot * kWeightRows * kLd + chunk * 8;
+    for (int i = 0; i < kWeightRows / row_step; ++i) {
+      const bf16* src = my_weight_rows[i];
+      load_chunk<kVector>(w_dst + (tid / 8 + i * row_step) * kLd, src ? src + k : src, src ? K - k : 0);
+    }
+    bf16* a_dst = a_tiles + slot * kRows * kLd + chunk * 8;
+    for (int r = tid / 8; r < kRows; r += row_step) {
+      const bf16* src = a_row_src[r];
+      load_chunk<kVector>(a_dst + r * kLd, src ? src + k : src, src ? K - k : 0);
+    }
+  };
+
+  // The warp's four n-tiles of 8 weight rows: gate/up takes 16 gate rows and the 16 up rows of the
+  // same columns, down 32 consecutive rows.
+  auto n_tile_row = [&](int nt) {
+    if constexpr (kProduct == Product::GateUp) return (nt / 2) * kHiddenCols + warp * 16 + (nt % 2) * 8;
+    return warp * 32 + nt * 8;
+  };
+  float acc[kMTiles][4][4] = {};
+
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < num_k) load_stage(s);
+    cp_async_commit();
+  }
+  for (int kt = 0; kt < num_k; ++kt) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // stage kt is in; every warp is done with the slot the next load overwrites
+    if (kt + kStages - 1 < num_k) load_stage(kt + kStages - 1);
+    cp_async_commit();
+    const bf16* a_tile = a_tiles + (kt % kStages) * kRows * kLd;
+    const bf16* w_tile = w_tiles + (kt % kStages) * kWeightRows * kLd;
+#pragma unroll
+    for (int k32 = 0; k32 < kStageK; k32 += 32) {
+      uint32_t a[kMTiles][2][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          ldmatrix_x4(a[mt][h], a_tile + (warp_row0 + mt * 16 + lane % 16) * kLd + k32 + h * 16 + (lane / 16) * 8);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        uint32_t b[4];
+        ldmatrix_x4(b, w_tile + (n_tile_row(nt) + lane % 8) * kLd + k32 + (lane / 8) * 8);
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          mma_bf16(acc[mt][nt], a[mt][0], b[0], b[1]);
+          mma_bf16(acc[mt][nt], a[mt][1], b[2], b[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // Accumulator (mt, nt, i): row warp_row0 + mt * 16 + lane / 4 + (i / 2) * 8, column 2 (lane % 4) + i % 2.
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = warp_row0 + mt * 16 + lane / 4 + half * 8;
+      if (r >= rows) continue;
+      if constexpr (kProduct == Product::GateUp) {
+        bf16* dst = p.hidden + int64_t{row0 + r} * I;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const int64_t col = int64_t{col_block} * kHiddenCols + warp * 16 + nt * 8 + 2 * (lane % 4);
+          const float h0 = silu(acc[mt][nt][half * 2]) * acc[mt][nt + 2][half * 2];
+          const float h1 = silu(acc[mt][nt][half * 2 + 1]) * acc[mt][nt + 2][half * 2 + 1];
+          if (kVector && col + 1 < I) {
+            *reinterpret_cast<uint32_t*>(dst + col) = pack_bf16(h0, h1);
+          } else {
+            if (col < I) dst[col] = __float2bfloat16(h0);
+            if (col + 1 < I) dst[col + 1] = __float2bfloat16(h1);
+          }
+        }
+      } else {
+        const int route = p.sorted[row0 + r];
+        const float weight = p.route_weights[route];
+        float* dst = p.route_out + int64_t{route} * H;
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          const int64_t col = int64_t{col_block} * kWeightRows + n_tile_row(nt) + 2 * (lane % 4);
+          const float o0 = weight * acc[mt][nt][half * 2], o1 = weight * acc[mt][nt][half * 2 + 1];
+          if (kVector && col + 1 < H) {
+            *reinterpret_cast<float2*>(dst + col) = make_float2(o0, o1);
+          } else {
+            if (col < H) dst[col] = o0;
+            if (col + 1 < H) dst[col + 1] = o1;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace jet::cuda::moe_detail
