@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The GPU benchmarks on a random model of SDAR-4B's shapes (36 layers, hidden 2560, 32 q / 8 kv
+#   bench/run_gpu.sh [dense|moe|all] [ENGINE FLAGS...]      (default all)
+#
+# dense: the GPU benchmarks on a random model of SDAR-4B's shapes (36 layers, hidden 2560, 32 q / 8 kv
 # heads of 128, MLP 9728, Qwen3 vocabulary), B = S = 4, greedy, low_confidence_static:
 # Mode 1 (the original's bench_throughput): prompts of 64 random tokens, 128 completion tokens
 # each, batch 1/32/128/256/512; Mode 2 (streaming): 2,000 requests, prompts 50-600, max_tokens
@@ -11,17 +13,39 @@
 # minutes. (Until 2026-12-01 run 10 the figures in bench/results used such a checkpoint, made by
 # tools/make_tiny_model.py without --no-weights: Gaussian values instead of uniform ones, the same
 # shapes and scales.)
+#
+# moe: the same Mode 1 batches and Mode 2 on a random model of SDAR-30B-A3B's shapes (48 layers,
+# hidden 2048, 32 q / 4 kv heads of 128, 128 experts of width 768, top-8, norm_topk_prob, Qwen3
+# vocabulary; 61 GB of bf16 weights), B = S = 4, greedy. Its HF transformers baseline:
+# bench/torch_moe_eager.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${JET_BUILD_DIR:-build}
-model=$build/models/sdar-4b-shapes
-[ -f "$model/config.json" ] || python3 tools/make_tiny_model.py --arch sdar --vocab qwen3 --layers 36 --hidden 2560 \
-  --heads 32 --kv-heads 8 --head-dim 128 --intermediate 9728 --no-weights --out "$model"
-"$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --batches 1,32,128,256,512 \
-  --prompt-len 64 --max-tokens 128 --mode2 2000 --max-active 128 "$@"
-for sampling in "--temperature 1" "--temperature 1 --top-k 1" "--temperature 1 --top-p 0.95" \
-  "--temperature 0.6 --top-k 20 --top-p 0.95"; do
-  # shellcheck disable=SC2086  # the flags split on purpose
-  "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --batches 128 \
-    --prompt-len 64 --max-tokens 128 $sampling "$@"
-done
+which=all
+if [[ ${1:-} == dense || ${1:-} == moe || ${1:-} == all ]]; then
+  which=$1
+  shift
+fi
+
+if [[ $which != moe ]]; then
+  model=$build/models/sdar-4b-shapes
+  [ -f "$model/config.json" ] || python3 tools/make_tiny_model.py --arch sdar --vocab qwen3 --layers 36 --hidden 2560 \
+    --heads 32 --kv-heads 8 --head-dim 128 --intermediate 9728 --no-weights --out "$model"
+  "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --batches 1,32,128,256,512 \
+    --prompt-len 64 --max-tokens 128 --mode2 2000 --max-active 128 "$@"
+  for sampling in "--temperature 1" "--temperature 1 --top-k 1" "--temperature 1 --top-p 0.95" \
+    "--temperature 0.6 --top-k 20 --top-p 0.95"; do
+    # shellcheck disable=SC2086  # the flags split on purpose
+    "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --batches 128 \
+      --prompt-len 64 --max-tokens 128 $sampling "$@"
+  done
+fi
+
+if [[ $which != dense ]]; then
+  model=$build/models/sdar-30b-a3b-shapes
+  [ -f "$model/config.json" ] || python3 tools/make_tiny_model.py --arch sdar_moe --vocab qwen3 --layers 48 \
+    --hidden 2048 --heads 32 --kv-heads 4 --head-dim 128 --experts 128 --top-k 8 --moe-intermediate 768 \
+    --no-weights --out "$model"
+  "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --batches 1,32,128,256,512 \
+    --prompt-len 64 --max-tokens 128 --mode2 2000 --max-active 128 "$@"
+fi

@@ -85,6 +85,8 @@ Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts
   if (options.profile_ops) backend = make_profiling_backend(std::move(backend), op_profile);
   model = load_model(options.model, *backend, options.load_format == "dummy");
   const ModelConfig& c = model->config();
+  log_info("weights: ", (model->weight_bytes() + (1 << 19)) >> 20, " MiB (", family_name(c.family), ", ", c.layers,
+           " layers) on ", backend->name());
 
   block_length = options.block_length > 0 ? options.block_length : c.block_size;
   JET_CHECK(options.block_length >= 0, "block_length must be >= 1 (or 0 for the model's), got ",

@@ -5,6 +5,12 @@ namespace jet {
 
 Model::Model(ModelConfig config, Backend& backend) : config_(std::move(config)), backend_(backend) {}
 
+size_t Model::weight_bytes() const {
+  size_t bytes = 0;
+  for (const Buffer& b : weights_.storage) bytes += b.bytes();
+  return bytes;
+}
+
 Tensor Model::scratch(int slot, DType dtype, std::initializer_list<int64_t> dims) {
   if (static_cast<int>(scratch_.size()) <= slot) scratch_.resize(slot + 1);
   return backend_.grow_view(scratch_[slot], dtype, dims);

@@ -48,6 +48,8 @@ class Model {
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }
   bool has_weights() const { return !weights_.storage.empty(); }
+  // Bytes of backend memory the weights hold.
+  size_t weight_bytes() const;
 
   // Replaces every weight with the source's (each expected tensor must be there, see
   // weight_map.h); throws before touching the current weights if the source does not match.
