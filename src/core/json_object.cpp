@@ -50,8 +50,14 @@ std::string json_excerpt(const Json& value, size_t max_chars) {
 }
 
 Json parse_json(std::string_view text, const std::string& source) {
+  // Refused while parsing, before a deep value exists: copying or destroying one recurses once a
+  // level, so a body of a few hundred KB of brackets would overflow the stack.
+  const Json::parser_callback_t depth_guard = [&](int depth, Json::parse_event_t, Json&) {
+    JET_CHECK(depth <= kMaxJsonDepth, source, ": JSON nested deeper than ", kMaxJsonDepth, " levels");
+    return true;
+  };
   try {
-    return Json::parse(text);
+    return Json::parse(text, depth_guard);
   } catch (const Json::exception& e) {  // syntax, and numbers past double's range (1e400)
     throw Error(str(source, ": not valid JSON (", e.what(), ")"));
   }

@@ -20,7 +20,10 @@ std::string_view json_type_name(const Json& value);
 // `value` as compact JSON text, cut to `max_chars` (for quoting a bad value in an error).
 std::string json_excerpt(const Json& value, size_t max_chars = 60);
 
-// Parses `text`; a syntax error becomes a jet::Error naming `source`.
+// Nesting beyond this many arrays / objects is refused (no config or request needs more).
+constexpr int kMaxJsonDepth = 64;
+
+// Parses `text`; a syntax error or nesting past kMaxJsonDepth becomes a jet::Error naming `source`.
 Json parse_json(std::string_view text, const std::string& source);
 
 // A JSON object and where it came from (a file's path, "the request body"). A key holding null

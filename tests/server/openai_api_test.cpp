@@ -164,6 +164,20 @@ TEST(OpenAiApi, ErrorsNameTheRequestBodyAndTheKey) {
             "the request body's messages[0]: key 'content' must be a string or a list of parts, got integer 5");
 }
 
+TEST(OpenAiApi, DeeplyNestedBodiesAreRefusedWhileParsing) {
+  // 200,000 levels inside a field: copying such a value would overflow the stack.
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  EXPECT_EQ(error_of(Endpoint::Completions, R"({"prompt": "a", "logit_bias": )" + deep + "}"),
+            "the request body: JSON nested deeper than 64 levels");
+  std::string objects;
+  for (int i = 0; i < 100; ++i) objects += R"({"a": )";
+  objects += "1" + std::string(100, '}');
+  EXPECT_EQ(error_of(Endpoint::ChatCompletions, objects), "the request body: JSON nested deeper than 64 levels");
+  // 64 levels still parse (and then fail on what they hold, not on their depth).
+  const std::string ok_depth = std::string(63, '[') + std::string(63, ']');
+  EXPECT_EQ(error_of(Endpoint::Completions, R"({"prompt": )" + ok_depth + "}").find("nested"), std::string::npos);
+}
+
 TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
   jet::GenerationOutput out;
   out.completion_text = "42";
