@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -42,6 +43,14 @@ MappedFile::~MappedFile() {
 }
 
 std::string read_text_file(const std::string& path) {
+  // A device or a pipe would be read forever; a text file of ours is at most tens of megabytes.
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  JET_CHECK(!error, "cannot open ", path, ": ", error.message());
+  JET_CHECK(std::filesystem::is_regular_file(status), path, " is not a regular file");
+  const uintmax_t size = std::filesystem::file_size(path, error);
+  JET_CHECK(!error && size <= kMaxTextFileBytes, path, " is ", size, " bytes, more than a text file may be (",
+            kMaxTextFileBytes, ")");
   std::ifstream in(path, std::ios::binary);
   JET_CHECK(in, "cannot open ", path, ": ", std::strerror(errno));
   std::ostringstream ss;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace jet {
@@ -23,7 +24,12 @@ class MappedFile {
   size_t size_ = 0;
 };
 
-// Reads a whole (small) file into a string; throws jet::Error naming the path on failure.
+// The largest file read_text_file takes (tokenizer.json files are tens of megabytes).
+constexpr uintmax_t kMaxTextFileBytes = uintmax_t{1} << 30;
+
+// Reads a whole (small) regular file into a string; throws jet::Error naming the path on failure,
+// for anything but a regular file (a device or a pipe would be read forever) and past
+// kMaxTextFileBytes.
 std::string read_text_file(const std::string& path);
 
 }  // namespace jet

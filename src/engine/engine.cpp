@@ -22,6 +22,9 @@
 
 namespace jet {
 
+// More CPU threads than this are a typo, not a machine (OpenMP would try to start them all).
+constexpr int kMaxThreads = 4096;
+
 struct Engine::Impl {
   const EngineOptions user_options;  // as given (options may be adjusted, e.g. max_model_len)
   EngineOptions options;
@@ -80,7 +83,8 @@ Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts
             "gpu_memory_utilization must be in (0, 1], got ", options.gpu_memory_utilization);
   JET_CHECK(options.load_format == "auto" || options.load_format == "dummy",
             "load_format must be 'auto' or 'dummy', got '", options.load_format, "'");
-  JET_CHECK(options.num_threads >= 0, "num_threads must be >= 0 (0 = all cores), got ", options.num_threads);
+  JET_CHECK(options.num_threads >= 0 && options.num_threads <= kMaxThreads, "num_threads must be in [0, ",
+            kMaxThreads, "] (0 = all cores), got ", options.num_threads);
   backend = make_backend(options.device, options.num_threads);
   if (options.profile_ops) backend = make_profiling_backend(std::move(backend), op_profile);
   model = load_model(options.model, *backend, options.load_format == "dummy");

@@ -112,13 +112,18 @@ TEST(EngineErrors, BadOptionsAreRejected) {
     EXPECT_THROW(jet::Engine{opts}, jet::Error) << share;
   }
   opts.gpu_memory_utilization = 0.9;
-  opts.num_threads = -2;  // was taken as "all cores"
-  try {
-    jet::Engine engine{opts};
-    ADD_FAILURE() << "num_threads -2 was accepted";
-  } catch (const jet::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("num_threads must be >= 0 (0 = all cores), got -2"), std::string::npos)
-        << e.what();
+  // -2 was taken as "all cores"; 2^31 - 1 made OpenMP start threads until the process crashed.
+  for (int threads : {-2, 4097, 2147483647}) {
+    opts.num_threads = threads;
+    try {
+      jet::Engine engine{opts};
+      ADD_FAILURE() << "num_threads " << threads << " was accepted";
+    } catch (const jet::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("num_threads must be in [0, 4096] (0 = all cores), got " +
+                                           std::to_string(threads)),
+                std::string::npos)
+          << e.what();
+    }
   }
   opts.num_threads = 0;
   opts.device = "tpu";

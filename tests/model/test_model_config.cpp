@@ -314,3 +314,15 @@ TEST(ModelConfig, RejectsBadStopTokensNamingGenerationConfig) {
       },
       {"generation_config.json", "key 'eos_token_id' must be an integer or a list of integers, got string"});
 }
+
+TEST(ModelConfig, AConfigThatIsADeviceIsRefusedNotRead) {
+  // A symlink to /dev/zero as config.json: read_text_file would never reach the end.
+  TempDir dir;
+  std::filesystem::create_symlink("/dev/zero", dir.file("config.json"));
+  try {
+    load_model_config(dir.path());
+    ADD_FAILURE() << "config.json -> /dev/zero was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("config.json is not a regular file"), std::string::npos) << e.what();
+  }
+}

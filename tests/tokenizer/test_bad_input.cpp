@@ -44,6 +44,12 @@ TEST(BadTokenizerFile, MissingFile) {
   EXPECT_MESSAGE_HAS(error_of([] { Tokenizer::from_dir("/nonexistent/model"); }), "/nonexistent/model");
 }
 
+TEST(BadTokenizerFile, DevicesAndFoldersAreNotRead) {
+  // /dev/zero would be read until memory ran out.
+  EXPECT_MESSAGE_HAS(error_of([] { Tokenizer::from_file("/dev/zero"); }), "/dev/zero is not a regular file");
+  EXPECT_MESSAGE_HAS(error_of([] { Tokenizer::from_file("/tmp"); }), "/tmp is not a regular file");
+}
+
 TEST(BadTokenizerFile, WrongStructure) {
   EXPECT_MESSAGE_HAS(load_error_of_text("[1, 2]"), "top level must be a JSON object");
   json spec = tiny_tokenizer_json();
