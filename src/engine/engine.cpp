@@ -19,6 +19,7 @@
 #include "model/tensor_source.h"
 #include "model/model.h"
 #include "sampling/remasking.h"
+#include "tokenizer/chat_template.h"
 
 namespace jet {
 
@@ -33,6 +34,7 @@ struct Engine::Impl {
   std::unique_ptr<Model> model;
   Tokenizer tokenizer;
   std::optional<ChatTemplate> chat_template;
+  std::string chat_template_error;  // why chat_template is empty
   std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<Scheduler> scheduler;
   ModelSummary summary;
@@ -117,10 +119,17 @@ Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts
   limits.mask_id = mask_id;
   limits.eos_ids.assign(c.eos_token_ids.begin(), c.eos_token_ids.end());
 
+  const std::string tokenizer_config = options.model + "/tokenizer_config.json";
   try {
-    chat_template = ChatTemplate::from_tokenizer_config(options.model + "/tokenizer_config.json");
+    chat_template = ChatTemplate::from_tokenizer_config(tokenizer_config);
   } catch (const Error& e) {
-    log_debug("no chat template: ", e.what());
+    chat_template_error = e.what();
+    // Base models have no template, which is no fault; a template that does not load is one.
+    if (has_chat_template_source(tokenizer_config)) {
+      log_warn("the model's chat template cannot be used, so chat requests will fail: ", e.what());
+    } else {
+      log_debug("no chat template: ", e.what());
+    }
   }
 
   summary.model_type = c.model_type;
@@ -565,7 +574,7 @@ const Tokenizer& Engine::tokenizer() const { return impl_->tokenizer; }
 std::string Engine::apply_chat_template(const std::vector<ChatMessage>& messages,
                                         const ChatTemplateOptions& options) const {
   JET_CHECK(impl_->chat_template, "the model folder ", impl_->options.model,
-            " has no chat template (tokenizer_config.json 'chat_template')");
+            " has no usable chat template: ", impl_->chat_template_error);
   ChatTemplateOptions opts = options;
   if (opts.bos_token.empty() && impl_->tokenizer.bos_id() >= 0) {
     opts.bos_token = impl_->tokenizer.id_to_token(impl_->tokenizer.bos_id());

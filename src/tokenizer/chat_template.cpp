@@ -52,6 +52,19 @@ std::string read_chat_template_source(const std::string& tokenizer_config_path) 
   return template_from_config(config, tokenizer_config_path);
 }
 
+bool has_chat_template_source(const std::string& tokenizer_config_path) {
+  const std::filesystem::path sidecar =
+      std::filesystem::path(tokenizer_config_path).parent_path() / "chat_template.jinja";
+  std::error_code ignored;
+  if (std::filesystem::exists(sidecar, ignored)) return true;
+  try {
+    const nlohmann::ordered_json config = nlohmann::ordered_json::parse(read_text_file(tokenizer_config_path));
+    return config.is_object() && config.contains("chat_template") && !config["chat_template"].is_null();
+  } catch (const std::exception&) {
+    return false;  // no readable config: no template source either
+  }
+}
+
 jinja::Dict variables_from_json(const std::string& json_text, const std::string& what) {
   nlohmann::ordered_json json;
   try {

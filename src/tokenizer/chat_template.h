@@ -14,6 +14,9 @@ namespace jet {
 // is one, else the config's "chat_template" (a string, or the "default" entry of a list of
 // {name, template}). Throws jet::Error naming the file when there is none.
 std::string read_chat_template_source(const std::string& tokenizer_config_path);
+// Whether there is a template source at all (a chat_template.jinja beside the config, or a
+// non-null "chat_template" in it), whether or not it compiles.
+bool has_chat_template_source(const std::string& tokenizer_config_path);
 
 // messages, tools (None), documents (None), add_generation_prompt, enable_thinking (when set),
 // bos_token / eos_token (when non-empty), then options.extra_variables_json on top.

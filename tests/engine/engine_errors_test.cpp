@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <fstream>
 #include <string>
 
 #include "core/error.h"
@@ -131,4 +132,27 @@ TEST(EngineErrors, BadOptionsAreRejected) {
   opts.device = "cpu";
   opts.model = "/nonexistent/model";
   EXPECT_THROW(jet::Engine{opts}, jet::Error);
+}
+
+TEST(EngineErrors, AChatTemplateThatDoesNotCompileIsNamedByEveryChatRequest) {
+  // The template is read at start-up; before, its error went to the debug log and each chat
+  // request was told only that the folder had no template.
+  const std::string dir = jet::test::tiny_model_folder("--arch sdar --seed 11");
+  {
+    std::ofstream(dir + "/chat_template.jinja") << "{% if %}";
+  }
+  jet::EngineOptions opts;
+  opts.model = dir;
+  opts.device = "cpu";
+  jet::Engine engine(opts);
+  try {
+    engine.apply_chat_template({{"user", "hi"}}, {});
+    FAIL() << "a broken template rendered";
+  } catch (const jet::Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("has no usable chat template: "), std::string::npos) << message;
+    EXPECT_NE(message.find("tokenizer_config.json"), std::string::npos) << message;
+  }
+  // Requests without the template still run.
+  EXPECT_EQ(engine.generate({std::vector<int32_t>{5, 6, 7}}, {greedy(4)})[0].completion_ids.size(), 4u);
 }
