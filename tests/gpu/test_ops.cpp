@@ -234,7 +234,7 @@ void test_gather_block_tokens(Report& report, Twins& tw, std::mt19937& rng) {
 // MoE cases at the edges of the grouped expert GEMMs (moe.cu): experts without a token, one expert
 // taking every token, top_k = E, expert counts that are not powers of two, widths that are not
 // multiples of 128 (or of 8: the element-wise path), 1 row, 4,096 rows and more than one chunk of
-// routes, and SDAR-30B-A3B's own layer shape.
+// routes, tiles of each row count (16, 32, 64, 128), and SDAR-30B-A3B's own layer shape.
 void test_moe(Report& report, Twins& tw, std::mt19937& rng) {
   struct Case {
     int T, H, E, I, top_k;
@@ -245,8 +245,9 @@ void test_moe(Report& report, Twins& tw, std::mt19937& rng) {
                  Case{33, 256, 16, 96, 4, true}, Case{7, 64, 40, 32, 3, false}, Case{2, 128, 64, 64, 2, true},
                  Case{1, 200, 6, 40, 6, true}, Case{300, 128, 8, 64, 2, true, true},
                  Case{300, 72, 8, 24, 1, false, true}, Case{4096, 136, 24, 72, 4, true},
-                 Case{5000, 64, 12, 40, 8, true}, Case{64, 2048, 128, 768, 8, true},
-                 Case{256, 2048, 128, 768, 8, true}}) {
+                 Case{5000, 64, 12, 40, 8, true}, Case{128, 256, 32, 64, 4, true},
+                 Case{64, 2048, 128, 768, 8, true}, Case{256, 2048, 128, 768, 8, true},
+                 Case{512, 2048, 128, 768, 8, true}}) {
     const std::string name = shape_name("moe T,H,E,I,top_k", {c.T, c.H, c.E, c.I, c.top_k}) +
                              (c.renormalize ? " renormalised" : "") + (c.one_expert ? " all to expert 3" : "");
     report.run(name, [&] {

@@ -144,6 +144,8 @@ __global__ void __launch_bounds__(TileShape<kRows>::kThreads) expert_gemm_kernel
     return warp * 32 + nt * 8;
   };
   float acc[kMTiles][4][4] = {};
+  // The warp's m-tiles that hold routes: the products skip the rest (a tile is seldom full).
+  const int live_m_tiles = min(kMTiles, max(0, (rows - warp_row0 + 15) / 16));
 
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < num_k) load_stage(s);
@@ -156,11 +158,13 @@ __global__ void __launch_bounds__(TileShape<kRows>::kThreads) expert_gemm_kernel
     cp_async_commit();
     const bf16* a_tile = a_tiles + (kt % kStages) * kRows * kLd;
     const bf16* w_tile = w_tiles + (kt % kStages) * kWeightRows * kLd;
+    if (live_m_tiles == 0) continue;
 #pragma unroll
     for (int k32 = 0; k32 < kStageK; k32 += 32) {
       uint32_t a[kMTiles][2][4];
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
+        if (mt >= live_m_tiles) break;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           ldmatrix_x4(a[mt][h], a_tile + (warp_row0 + mt * 16 + lane % 16) * kLd + k32 + h * 16 + (lane / 16) * 8);
@@ -172,6 +176,7 @@ __global__ void __launch_bounds__(TileShape<kRows>::kThreads) expert_gemm_kernel
         ldmatrix_x4(b, w_tile + (n_tile_row(nt) + lane % 8) * kLd + k32 + (lane / 8) * 8);
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
+          if (mt >= live_m_tiles) break;
           mma_bf16(acc[mt][nt], a[mt][0], b[0], b[1]);
           mma_bf16(acc[mt][nt], a[mt][1], b[2], b[3]);
         }

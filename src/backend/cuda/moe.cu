@@ -200,13 +200,15 @@ __global__ void combine_kernel(const float* route_out, int64_t T, int top_k, int
   }
 }
 
-// Rows per expert tile: the smallest that holds an expert's usual share of the routes, so that
-// small batches do not compute padding and large ones read each expert's weights once.
+// Rows per expert tile: about twice an expert's usual share of the routes, so that most experts
+// take one tile and their weights are read once (the kernel computes only a tile's 16-row groups
+// that hold routes, so a large tile costs little when it is part full).
 int rows_per_tile(int64_t routes, int64_t experts) {
   const int64_t average = (routes + experts - 1) / experts;
   if (average <= 6) return 16;
-  if (average <= 16) return 32;
-  return 64;
+  if (average <= 14) return 32;
+  if (average <= 32) return 64;
+  return 128;
 }
 
 template <int kRows, Product kProduct, bool kVector>
@@ -230,7 +232,8 @@ void launch_expert_gemm(int rows, const ExpertGemmArgs& args, int max_tiles, cud
   switch (rows) {
     case 16: return launch_expert_gemm<16, kProduct, kVector>(args, max_tiles, stream);
     case 32: return launch_expert_gemm<32, kProduct, kVector>(args, max_tiles, stream);
-    default: return launch_expert_gemm<64, kProduct, kVector>(args, max_tiles, stream);
+    case 64: return launch_expert_gemm<64, kProduct, kVector>(args, max_tiles, stream);
+    default: return launch_expert_gemm<128, kProduct, kVector>(args, max_tiles, stream);
   }
 }
 
