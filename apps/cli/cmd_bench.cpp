@@ -114,6 +114,7 @@ int cmd_bench(const Args& raw) {
               p.top_p);
   std::printf("%6s %10s %10s %12s %12s %12s\n", "batch", "tokens", "seconds", "tok/s", "device idle",
               options.profile_ops ? "GEMM share" : "");
+  std::fflush(stdout);
   std::mt19937 rng(0);
   for (int batch : batches) {
     const std::vector<jet::Prompt> prompts = random_prompts(rng, batch, prompt_len, vocab);
@@ -132,6 +133,7 @@ int cmd_bench(const Args& raw) {
     std::printf("%6d %10zu %10.3f %12.1f %11.1f%%", batch, tokens, secs, tokens / secs, 100.0 * idle / secs);
     if (!options.profile_ops) {
       std::printf("\n");
+      std::fflush(stdout);  // each row as it is measured, also into a pipe (a run cut short keeps its rows)
       continue;
     }
     const auto ops = op_seconds_since(engine, ops_before);
@@ -141,6 +143,7 @@ int cmd_bench(const Args& raw) {
     std::printf(" %11.1f%%\n       op time %.3f s of %.3f s wall:", 100.0 * gemm / secs, op_total, secs);
     for (const auto& [op, s] : ops) std::printf(" %s %.1f%%", op.c_str(), 100.0 * s / secs);
     std::printf("\n");
+    std::fflush(stdout);
   }
 
   if (requests > 0) {
