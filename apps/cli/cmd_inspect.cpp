@@ -1,5 +1,6 @@
 // `jetengine inspect --model DIR [--json]`: what a checkpoint is (family, sizes, special tokens,
-// parameter count, dtype, shards) and whether its weights match its config. Exit code 1 when not.
+// parameter count, dtype, shards), whether its weights match its config and whether its tokenizer
+// and chat template load. Exit code 1 when any does not.
 #include <cstdio>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,9 @@
 #include "model/checkpoint.h"
 #include "model/model_config.h"
 #include "model/weight_map.h"
+#include "jet/chat.h"
+#include "jet/tokenizer.h"
+#include "tokenizer/chat_template.h"
 
 namespace jet::cli {
 namespace {
@@ -20,7 +24,8 @@ constexpr const char* kUsage =
     "usage: jetengine inspect --model DIR [--json]\n"
     "  --model DIR   a HuggingFace model directory (config.json + *.safetensors)\n"
     "  --json        print one JSON object instead of text\n"
-    "Exit code 0 when the weights match the config, 1 otherwise.\n";
+    "Exit code 0 when the weights match the config and the tokenizer and chat template (if any)\n"
+    "load, 1 otherwise.\n";
 
 constexpr size_t kMaxListedUnexpected = 5;
 
@@ -31,7 +36,38 @@ struct Inspection {
   DType dtype;
   size_t shards;
   WeightReport report;
+  // "OK ..." / "none", or the error that loading gave; ok false for an error.
+  std::string tokenizer, chat_template;
+  bool tokenizer_ok = false, chat_template_ok = false;
+  bool ok() const { return report.ok() && tokenizer_ok && chat_template_ok; }
 };
+
+void check_tokenizer(Inspection& x) {
+  try {
+    const Tokenizer tokenizer = Tokenizer::from_dir(x.dir);
+    x.tokenizer = "OK (" + std::to_string(tokenizer.size()) + " ids)";
+    x.tokenizer_ok = true;
+  } catch (const Error& e) {
+    x.tokenizer = e.what();
+  }
+}
+
+// A folder without a template (base models) is fine; one whose template does not compile is not.
+void check_chat_template(Inspection& x) {
+  const std::string config = x.dir + "/tokenizer_config.json";
+  x.chat_template_ok = true;
+  if (!has_chat_template_source(config)) {
+    x.chat_template = "none";
+    return;
+  }
+  try {
+    ChatTemplate::from_tokenizer_config(config);
+    x.chat_template = "OK";
+  } catch (const Error& e) {
+    x.chat_template = e.what();
+    x.chat_template_ok = false;
+  }
+}
 
 // 4411424256 -> "4.41B"
 std::string short_count(int64_t n) {
@@ -84,6 +120,8 @@ void print_text(const Inspection& x) {
     }
     std::printf("%s\n", x.report.unexpected.size() > kMaxListedUnexpected ? " ..." : "");
   }
+  std::printf("tokenizer: %s\n", x.tokenizer.c_str());
+  std::printf("chat template: %s\n", x.chat_template.c_str());
   if (x.report.ok()) {
     std::printf("weights: OK\n");
     return;
@@ -125,6 +163,10 @@ void print_json(const Inspection& x) {
       {"weights_ok", x.report.ok()},
       {"problems", x.report.problems},
       {"unexpected", x.report.unexpected},
+      {"tokenizer_ok", x.tokenizer_ok},
+      {"tokenizer", x.tokenizer},
+      {"chat_template_ok", x.chat_template_ok},
+      {"chat_template", x.chat_template},
   };
   std::printf("%s\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
 }
@@ -145,12 +187,14 @@ int cmd_inspect(const Args& args) {
   x.dtype = checkpoint.dominant_dtype();
   x.shards = checkpoint.shard_count();
   x.report = validate_weights(x.config, checkpoint);
+  check_tokenizer(x);
+  check_chat_template(x);
   if (flags.has("--json")) {
     print_json(x);
   } else {
     print_text(x);
   }
-  return x.report.ok() ? 0 : 1;
+  return x.ok() ? 0 : 1;
 }
 
 }  // namespace jet::cli

@@ -209,12 +209,27 @@ def test_inspect_accepts_every_tiny_model(tmp_path, arch):
     out = make_tiny_model(arch, tmp_path / arch, 1, "--shards", "2")
     text = run_cli(["inspect", "--model", out])
     assert text.returncode == 0, text.stderr
-    assert "weights: OK" in text.stdout
+    assert "weights: OK" in text.stdout and "tokenizer: OK" in text.stdout
     listing = run_cli(["inspect", "--model", out, "--json"])
     assert listing.returncode == 0, listing.stderr
     report = json.loads(listing.stdout)
     assert report["model_type"] == arch and report["weights_ok"] and report["shards"] == 2
     assert report["parameters"] == sum(int(np.prod(s)) for s in header_shapes(out).values())
+
+
+def test_inspect_reports_a_broken_tokenizer_and_chat_template(tmp_path):
+    out = make_tiny_model("sdar", tmp_path / "m", 1)
+    (out / "chat_template.jinja").write_text("{% if %}")
+    result = run_cli(["inspect", "--model", out])
+    assert result.returncode == 1
+    assert "weights: OK" in result.stdout and "tokenizer: OK" in result.stdout
+    assert "chat template: " in result.stdout and "syntax error" in result.stdout
+    (out / "chat_template.jinja").unlink()
+    (out / "tokenizer.json").write_text('{"model": {')
+    result = run_cli(["inspect", "--model", out, "--json"])
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert report["weights_ok"] and not report["tokenizer_ok"] and "not valid JSON" in report["tokenizer"]
 
 
 def test_inspect_reports_a_missing_tensor(tmp_path):
