@@ -104,8 +104,20 @@ bool read_body(const httplib::ContentReader& read, std::string& body) {
   });
 }
 
+// Whether the request's Content-Length is no byte count (-1, 1e3, abc): httplib reads such a
+// header as a huge length (413) or as its leading digits (1e3: one byte), so the answer would
+// not name the real fault.
+bool bad_content_length(const httplib::Request& req) {
+  const std::string length = req.get_header_value("Content-Length");
+  return !length.empty() && length.find_first_not_of("0123456789") != std::string::npos;
+}
+
 // What a 4xx / 5xx that httplib answers itself (before any route runs) means, for its JSON body.
 std::string status_message(const httplib::Request& req, int status) {
+  if ((status == 400 || status == 413) && bad_content_length(req)) {
+    return "the Content-Length header '" + req.get_header_value("Content-Length").substr(0, 40) +
+           "' is not a byte count";
+  }
   switch (status) {
     case 400: return "malformed HTTP request";
     case 404: return "no route " + req.method + " " + req.path;
@@ -185,6 +197,10 @@ void HttpServer::Impl::routes() {
     http.Post(path, [this, endpoint = endpoint](const httplib::Request& req, httplib::Response& res,
                                                 const httplib::ContentReader& read) {
       std::string body;
+      if (bad_content_length(req)) {
+        ++rejected;
+        return respond_error(res, 400, status_message(req, 400));
+      }
       if (!read_body(read, body)) {
         ++rejected;
         return respond_error(res, 413, status_message(req, 413));
@@ -210,6 +226,7 @@ void HttpServer::Impl::routes() {
   http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 404 && routed_paths.count(req.path)) res.status = 405;
+    if (res.status == 413 && bad_content_length(req)) res.status = 400;
     respond_error(res, res.status, status_message(req, res.status));
   });
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr e) {

@@ -2,8 +2,12 @@
 // through HTTP. Answers match the engine's own decode, streamed deltas add up to the text,
 // concurrent requests all finish, bad requests get a JSON 4xx while the server keeps serving,
 // and the metrics count what happened.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -56,6 +60,24 @@ class Served : public ::testing::Test {
     if (!res) return {};
     EXPECT_EQ(res->status, expected_status) << res->body;
     return json::parse(res->body);
+  }
+  // Sends `request` as raw bytes on a new connection; returns what the server answers until it
+  // closes the connection (or 10 s pass).
+  static std::string raw_exchange(const std::string& request) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port_));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    const timeval timeout{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    EXPECT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+    std::string answer;
+    char buffer[4096];
+    for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) answer.append(buffer, n);
+    ::close(fd);
+    return answer;
   }
   static json chat(const std::string& question) {
     return {{"messages", {{{"role", "user"}, {"content", question}}}}, {"temperature", 0}, {"max_tokens", 16}};
@@ -203,6 +225,15 @@ TEST_F(Served, HttpLevelErrorsAreJsonAndBodiesAreReadWhateverTheirType) {
   const std::string deep = R"({"prompt": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
   EXPECT_EQ(error_of(client().Post("/v1/completions", deep, "application/json"), 400),
             "the request body: JSON nested deeper than 64 levels");
+  // A Content-Length that is no byte count is named as such (httplib took -1 for 2^64 - 1 bytes).
+  for (const char* length : {"-1", "1e3", "abc"}) {
+    const std::string answer = raw_exchange(std::string("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ") +
+                                            length + "\r\nConnection: close\r\n\r\n{}");
+    EXPECT_NE(answer.find("HTTP/1.1 400"), std::string::npos) << length << ": " << answer;
+    EXPECT_NE(answer.find(std::string("the Content-Length header '") + length + "' is not a byte count"),
+              std::string::npos)
+        << answer;
+  }
   // What `curl -d` sends: form-encoded, past httplib's 8 KiB limit for forms.
   json body = chat("What is 12 + 30?");
   body["user"] = std::string(10000, 'u');
