@@ -1,7 +1,9 @@
 // Request parsing and response bodies of the OpenAI-compatible API (openai_api.h).
 #include "openai_api.h"
 
+#include <algorithm>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -24,7 +26,24 @@ std::vector<int32_t> token_ids(const JsonObject& body, const std::string& key) {
   return ids;
 }
 
+// OpenAI fields the engine does not implement: taken at a value that asks for nothing, refused by
+// name otherwise (a silently ignored field would give the client what it did not ask for).
+void refuse_unimplemented(const JsonObject& body) {
+  static const std::vector<std::pair<const char*, std::vector<json>>> kNoOpValues = {
+      {"logprobs", {false, 0}},      {"top_logprobs", {0}},      {"logit_bias", {json::object()}},
+      {"presence_penalty", {0}},     {"frequency_penalty", {0}}, {"min_tokens", {0}},
+      {"echo", {false}},             {"best_of", {1}},           {"suffix", {""}},
+  };
+  for (const auto& [key, no_ops] : kNoOpValues) {
+    if (!body.has(key)) continue;
+    const json& value = body.json().at(key);
+    JET_CHECK(std::find(no_ops.begin(), no_ops.end(), value) != no_ops.end(), body.source(), ": key '", key, "' (",
+              json_excerpt(value), ") is not supported by this engine");
+  }
+}
+
 SamplingParams read_sampling(const JsonObject& body, Endpoint endpoint, SamplingParams p) {
+  refuse_unimplemented(body);
   p.max_tokens = body.get_int32("max_tokens", p.max_tokens);
   if (endpoint == Endpoint::ChatCompletions) {
     p.max_tokens = body.get_int32("max_completion_tokens", p.max_tokens);

@@ -145,6 +145,21 @@ TEST(OpenAiApi, WhatTheEngineDoesNotDoIsAnErrorNamingTheField) {
   EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "stream_options": {"include_usage": 1}})")
                 .find("'include_usage'"),
             std::string::npos);
+  // Fields the engine does not implement: refused by name unless they ask for nothing.
+  for (const char* field : {R"("logprobs": 2)", R"("logprobs": true)", R"("top_logprobs": 3)",
+                            R"("logit_bias": {"5": -100})", R"("presence_penalty": 0.5)", R"("frequency_penalty": -1)",
+                            R"("min_tokens": 4)", R"("echo": true)", R"("best_of": 2)", R"("suffix": "x")"}) {
+    const std::string key = std::string(field).substr(1, std::string(field).find('"', 1) - 1);
+    EXPECT_NE(error_of(Endpoint::Completions, std::string(R"({"prompt": "a", )") + field + "}")
+                  .find("key '" + key + "' ("),
+              std::string::npos)
+        << field;
+  }
+  for (const char* field : {R"("logprobs": false)", R"("logprobs": null)", R"("top_logprobs": 0)", R"("logit_bias": {})",
+                            R"("presence_penalty": 0)", R"("frequency_penalty": 0.0)", R"("min_tokens": 0)",
+                            R"("echo": false)", R"("best_of": 1)", R"("suffix": "")"}) {
+    EXPECT_EQ(error_of(Endpoint::Completions, std::string(R"({"prompt": "a", )") + field + "}"), "") << field;
+  }
   EXPECT_NE(error_of(Endpoint::ChatCompletions, R"({"messages": []})").find("'messages'"), std::string::npos);
   EXPECT_NE(error_of(Endpoint::ChatCompletions, R"({"messages": [{"content": "x"}]})").find("'role'"),
             std::string::npos);
