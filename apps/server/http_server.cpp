@@ -175,6 +175,7 @@ struct HttpServer::Impl {
   };
 
   std::set<std::string> routed_paths;  // filled by routes(), then only read
+  const int64_t started = static_cast<int64_t>(std::time(nullptr));  // /v1/models' "created"
 
   Impl(Engine& e, ServerOptions o) : engine(e), options(std::move(o)) {}
 
@@ -186,6 +187,9 @@ struct HttpServer::Impl {
     in_flight.erase(reply);
   }
   std::string metrics();
+  json model_entry() const {
+    return {{"id", options.model_name}, {"object", "model"}, {"created", started}, {"owned_by", "jetengine"}};
+  }
 };
 
 void HttpServer::Impl::routes() {
@@ -213,8 +217,13 @@ void HttpServer::Impl::routes() {
     http.Get(path, std::move(handler));
   };
   get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    const json model = {{"id", options.model_name}, {"object", "model"}, {"owned_by", "jetengine"}};
-    res.set_content(dump({{"object", "list"}, {"data", json::array({model})}}), "application/json");
+    res.set_content(dump({{"object", "list"}, {"data", json::array({model_entry()})}}), "application/json");
+  });
+  http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    if (req.matches[1] != options.model_name) {
+      return respond_error(res, 404, "the model '" + req.matches[1].str().substr(0, 200) + "' does not exist");
+    }
+    res.set_content(dump(model_entry()), "application/json");
   });
   get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(R"({"status":"ok"})", "application/json");
@@ -252,6 +261,11 @@ void HttpServer::Impl::generate(Endpoint endpoint, const std::string& body, http
   } catch (const Error& e) {
     ++rejected;
     return respond_error(res, 400, e.what());
+  }
+  if (parsed.model && *parsed.model != options.model_name) {
+    ++rejected;
+    return respond_error(res, 404, "the model '" + parsed.model->substr(0, 200) + "' does not exist; this server serves '" +
+                                       options.model_name + "'");
   }
   auto reply = std::make_shared<Reply>();
   ServeRequest request;

@@ -133,6 +133,7 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const En
   ParsedRequest parsed;
   parsed.params = read_sampling(request, endpoint, defaults);
   parsed.stream = request.get_bool("stream", false);
+  if (request.has("model")) parsed.model = request.get_string("model", "");
   if (request.has("stream_options")) {
     const json& value = request.json().at("stream_options");
     if (!value.is_object()) request.wrong_type("stream_options", "an object");

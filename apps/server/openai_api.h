@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@ struct ParsedRequest {
   SamplingParams params;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk carries the token counts
+  std::optional<std::string> model;  // the request's "model", when it names one
 };
 
 // Reads a request body. Fields: OpenAI's (prompt or messages, max_tokens / max_completion_tokens,

@@ -100,7 +100,26 @@ TEST_F(Served, HealthAndModels) {
   EXPECT_EQ(health->status, 200);
   auto models = client().Get("/v1/models");
   ASSERT_TRUE(models);
-  EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "demo");
+  const json listed = json::parse(models->body)["data"][0];
+  EXPECT_EQ(listed["id"], "demo");
+  EXPECT_GT(listed["created"].get<int64_t>(), 1700000000);
+  auto one = client().Get("/v1/models/demo");
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->status, 200);
+  EXPECT_EQ(json::parse(one->body), listed);
+  auto other = client().Get("/v1/models/gpt-4");
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404);
+  EXPECT_EQ(json::parse(other->body)["error"]["message"], "the model 'gpt-4' does not exist");
+}
+
+TEST_F(Served, ARequestForAnotherModelIs404) {
+  json body = chat("What is 1 + 1?");
+  body["model"] = "gpt-4";
+  const json r = post("/v1/chat/completions", body, 404);
+  EXPECT_EQ(r["error"]["message"], "the model 'gpt-4' does not exist; this server serves 'demo'");
+  body["model"] = "demo";
+  EXPECT_EQ(post("/v1/chat/completions", body)["model"], "demo");
 }
 
 TEST_F(Served, ChatCompletionAnswersTheQuestion) {
