@@ -8,9 +8,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <ctime>
 #include <deque>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -176,6 +178,13 @@ struct HttpServer::Impl {
 
   std::set<std::string> routed_paths;  // filled by routes(), then only read
   const int64_t started = static_cast<int64_t>(std::time(nullptr));  // /v1/models' "created"
+  // Response ids are this server's random prefix and a counter: unique across restarts too.
+  const std::string id_prefix = [] {
+    std::random_device entropy;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%08x%08x", entropy(), entropy());
+    return std::string(hex);
+  }();
 
   Impl(Engine& e, ServerOptions o) : engine(e), options(std::move(o)) {}
 
@@ -293,7 +302,8 @@ void HttpServer::Impl::generate(Endpoint endpoint, const std::string& body, http
   }
   queued.notify_one();
 
-  const std::string id = (endpoint == Endpoint::Completions ? "cmpl-" : "chatcmpl-") + std::to_string(next_id++);
+  const std::string id =
+      (endpoint == Endpoint::Completions ? "cmpl-" : "chatcmpl-") + id_prefix + "-" + std::to_string(next_id++);
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   // A streamed response too waits for its first event, so a request the engine rejects still gets
   // its 4xx status rather than an event stream. (Without on_text the first event is the end.)

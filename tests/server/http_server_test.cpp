@@ -113,6 +113,18 @@ TEST_F(Served, HealthAndModels) {
   EXPECT_EQ(json::parse(other->body)["error"]["message"], "the model 'gpt-4' does not exist");
 }
 
+TEST_F(Served, ResponseIdsCarryTheServersRandomPrefix) {
+  // cmpl-<16 hex digits>-<counter>: a restarted server does not hand out the ids of the last one.
+  const std::string a = post("/v1/chat/completions", chat("What is 1 + 2?"))["id"];
+  const std::string b = post("/v1/chat/completions", chat("What is 2 + 2?"))["id"];
+  ASSERT_EQ(a.rfind("chatcmpl-", 0), 0u) << a;
+  ASSERT_GT(a.size(), 9u + 17u);
+  EXPECT_EQ(a.substr(9, 16).find_first_not_of("0123456789abcdef"), std::string::npos) << a;
+  EXPECT_EQ(a[9 + 16], '-');
+  EXPECT_EQ(a.substr(0, 26), b.substr(0, 26));
+  EXPECT_NE(a, b);
+}
+
 TEST_F(Served, ARequestForAnotherModelIs404) {
   json body = chat("What is 1 + 1?");
   body["model"] = "gpt-4";
