@@ -4,6 +4,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -33,6 +34,10 @@ Server
   --port P                  (default 8000; 0 picks a free port, printed at start)
   --max-active N            requests decoded together at most (default: --max-num-seqs)
   --served-model-name NAME  the model name the API reports (default: the model folder's name)
+  --api-key KEY             the /v1/ routes need "Authorization: Bearer KEY" (default: the
+                            JETENGINE_API_KEY environment variable; unset: no key)
+  --allowed-origin ORIGIN   CORS: the Access-Control-Allow-Origin of every answer (default *;
+                            "" sends none)
 
 )";
 
@@ -43,7 +48,9 @@ void request_stop(int) { g_stop_requested = true; }
 }  // namespace
 
 int cmd_serve(const Args& raw) {
-  ArgParser args(raw, with_engine_value_flags({"--host", "--port", "--max-active", "--served-model-name"}),
+  ArgParser args(raw,
+                 with_engine_value_flags(
+                     {"--host", "--port", "--max-active", "--served-model-name", "--api-key", "--allowed-origin"}),
                  with_engine_bool_flags({"--help"}));
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
@@ -62,6 +69,9 @@ int cmd_serve(const Args& raw) {
   options.model_name = args.get("--served-model-name").value_or(folder.filename().string());
   if (options.model_name.empty()) options.model_name = args.require("--model");
   options.defaults.denoising_steps = default_denoising_steps(engine);  // as generate's
+  const char* key_from_env = std::getenv("JETENGINE_API_KEY");
+  options.api_key = args.get("--api-key").value_or(key_from_env ? key_from_env : "");
+  options.allowed_origin = args.get("--allowed-origin").value_or(options.allowed_origin);
 
   server::HttpServer server(engine, options);
   const int port = server.listen();

@@ -5,6 +5,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -201,8 +202,32 @@ struct HttpServer::Impl {
   }
 };
 
+// Whether `given` equals `expected`, in time that depends on their lengths only.
+bool same_key(const std::string& given, const std::string& expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < given.size(); ++i) diff |= given[i] ^ expected[i % std::max<size_t>(expected.size(), 1)];
+  return diff == 0 && !expected.empty();
+}
+
 void HttpServer::Impl::routes() {
   http.new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
+  // Before any route: CORS headers (and preflight answers), then the API key of the /v1/ routes.
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!options.allowed_origin.empty()) res.set_header("Access-Control-Allow-Origin", options.allowed_origin);
+    if (req.method == "OPTIONS") {
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!options.api_key.empty() && req.path.rfind("/v1/", 0) == 0 &&
+        !same_key(req.get_header_value("Authorization"), "Bearer " + options.api_key)) {
+      ++rejected;
+      respond_error(res, 401, "this server needs an API key: send 'Authorization: Bearer <key>'");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   http.set_payload_max_length(kMaxBodyBytes);
   for (const auto& [path, endpoint] : {std::pair{"/v1/completions", Endpoint::Completions},
                                        std::pair{"/v1/chat/completions", Endpoint::ChatCompletions}}) {

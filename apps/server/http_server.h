@@ -6,6 +6,7 @@
 // Endpoints: POST /v1/completions, POST /v1/chat/completions (both with "stream": true for
 // server-sent events, one event per step that commits text), GET /v1/models, GET /health,
 // GET /metrics (Prometheus text). A bad request gets a 4xx JSON error and changes nothing else.
+// Optional bearer-key authentication of the /v1/ routes; CORS headers and preflight answers.
 #pragma once
 
 #include <memory>
@@ -21,6 +22,8 @@ struct ServerOptions {
   int max_active = 0;       // requests decoded together at most; <= 0: the engine's max_num_seqs
   std::string model_name;   // what /v1/models lists and responses carry
   SamplingParams defaults;  // for the fields a request leaves out
+  std::string api_key;      // when set, /v1/ routes need "Authorization: Bearer <api_key>" (else 401)
+  std::string allowed_origin = "*";  // CORS: Access-Control-Allow-Origin of every answer; "" = none
 };
 
 class HttpServer {

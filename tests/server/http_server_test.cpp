@@ -319,3 +319,45 @@ TEST_F(Served, MetricsCountRequests) {
 }
 
 }  // namespace
+
+// A second server over its own engine, never serve()d: authentication and CORS are answered
+// before any request reaches the engine.
+TEST(ServerAccess, V1RoutesNeedTheApiKeyAndPreflightsAreAnswered) {
+  jet::EngineOptions o;
+  o.model = std::string(JET_REPO_DIR) + "/models/sdar-tiny-arith";
+  o.device = "cpu";
+  o.kv_cache_memory_bytes = int64_t{16} << 20;
+  jet::Engine engine(o);
+  jet::server::ServerOptions options;
+  options.port = 0;
+  options.model_name = "demo";
+  options.api_key = "s3cret";
+  options.allowed_origin = "https://example.org";
+  jet::server::HttpServer server(engine, options);
+  httplib::Client c("127.0.0.1", server.listen());
+
+  auto anonymous = c.Get("/v1/models");
+  ASSERT_TRUE(anonymous);
+  EXPECT_EQ(anonymous->status, 401);
+  EXPECT_EQ(json::parse(anonymous->body)["error"]["message"],
+            "this server needs an API key: send 'Authorization: Bearer <key>'");
+  auto wrong = c.Get("/v1/models", {{"Authorization", "Bearer s3cre"}});
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  auto post = c.Post("/v1/completions", R"({"prompt": "a"})", "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 401);
+  auto right = c.Get("/v1/models", {{"Authorization", "Bearer s3cret"}});
+  ASSERT_TRUE(right);
+  EXPECT_EQ(right->status, 200);
+  EXPECT_EQ(right->get_header_value("Access-Control-Allow-Origin"), "https://example.org");
+  auto health = c.Get("/health");  // load balancers probe without keys
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+
+  auto preflight = c.Options("/v1/chat/completions");
+  ASSERT_TRUE(preflight);
+  EXPECT_EQ(preflight->status, 204);
+  EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Origin"), "https://example.org");
+  EXPECT_NE(preflight->get_header_value("Access-Control-Allow-Headers").find("Authorization"), std::string::npos);
+}
