@@ -238,16 +238,32 @@ def test_tokenizer_call_decode_of_one_id_and_token_strings(llm):
     assert vocab[tok.eos_token] == tok.eos_token_id and len(vocab) <= len(tok)
 
 
-def test_ctrl_c_stops_generation_and_the_engine_stays_usable(llm):
+def test_ctrl_c_stops_generation_and_the_engine_stays_usable(llm, monkeypatch):
+    # Ctrl-C from another thread while the engine runs, sent once the engine has stepped (a
+    # timer of 0.3 s could fire before the call had started on a loaded machine): the progress
+    # callback, which the engine calls every step, tells a helper thread when to send it.
+    import jetengine.progress
+
+    steps = []
+    running = threading.Event()
+
+    def counting_callback(self):
+        def on_step(done, total, tokens):
+            steps.append(done)
+            running.set()
+        return on_step
+
+    monkeypatch.setattr(jetengine.progress.Progress, "callback", counting_callback)
+    sender = threading.Thread(target=lambda: running.wait(60) and os.kill(os.getpid(), signal.SIGINT))
     prompts = random_prompts(3000, seed=8)
     params = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
-    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
-    start = time.perf_counter()
-    timer.start()
+    sender.start()
     with pytest.raises(KeyboardInterrupt):
         llm.generate_streaming(prompts, params, max_active=1, use_tqdm=False)
-    timer.join()
-    assert time.perf_counter() - start < 10  # stopped early: the whole list takes far longer
+    sender.join()
+    assert running.is_set()
+    assert steps[-1] < len(prompts)  # stopped early: the whole list takes far more steps
+    monkeypatch.undo()
     # Nothing of the interrupted call is left behind.
     assert_same_tokens(llm.generate(prompts[:3], params, use_tqdm=False),
                        [llm.generate([p], params, use_tqdm=False)[0] for p in prompts[:3]])
