@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <ctime>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <set>
@@ -229,11 +230,10 @@ void HttpServer::Impl::routes() {
     return httplib::Server::HandlerResponse::Unhandled;
   });
   http.set_payload_max_length(kMaxBodyBytes);
-  for (const auto& [path, endpoint] : {std::pair{"/v1/completions", Endpoint::Completions},
-                                       std::pair{"/v1/chat/completions", Endpoint::ChatCompletions}}) {
+  auto post = [this](const char* path, std::function<void(const std::string& body, httplib::Response&)> handle) {
     routed_paths.insert(path);
-    http.Post(path, [this, endpoint = endpoint](const httplib::Request& req, httplib::Response& res,
-                                                const httplib::ContentReader& read) {
+    http.Post(path, [this, handle = std::move(handle)](const httplib::Request& req, httplib::Response& res,
+                                                       const httplib::ContentReader& read) {
       std::string body;
       if (bad_content_length(req)) {
         ++rejected;
@@ -243,9 +243,28 @@ void HttpServer::Impl::routes() {
         ++rejected;
         return respond_error(res, 413, status_message(req, 413));
       }
+      handle(body, res);
+    });
+  };
+  for (const auto& [path, endpoint] : {std::pair{"/v1/completions", Endpoint::Completions},
+                                       std::pair{"/v1/chat/completions", Endpoint::ChatCompletions}}) {
+    post(path, [this, endpoint = endpoint](const std::string& body, httplib::Response& res) {
       generate(endpoint, body, res);
     });
   }
+  // The tokenizer's answers need no engine step: they are made on the connection's thread.
+  auto tokenizer_route = [this, &post](const char* path, nlohmann::json (*answer)(const std::string&, const Engine&)) {
+    post(path, [this, answer](const std::string& body, httplib::Response& res) {
+      try {
+        res.set_content(dump(answer(body, engine)), "application/json");
+      } catch (const Error& e) {
+        ++rejected;
+        respond_error(res, 400, e.what());
+      }
+    });
+  };
+  tokenizer_route("/tokenize", tokenize_response);
+  tokenizer_route("/detokenize", detokenize_response);
   auto get = [this](const char* path, httplib::Server::Handler handler) {
     routed_paths.insert(path);
     http.Get(path, std::move(handler));

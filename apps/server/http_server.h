@@ -4,8 +4,9 @@
 // batching) and handing each one's text and output back to the thread that waits for it.
 //
 // Endpoints: POST /v1/completions, POST /v1/chat/completions (both with "stream": true for
-// server-sent events, one event per step that commits text), GET /v1/models, GET /health,
-// GET /metrics (Prometheus text). A bad request gets a 4xx JSON error and changes nothing else.
+// server-sent events, one event per step that commits text), GET /v1/models[/{id}], POST
+// /tokenize and /detokenize, GET /health, GET /metrics (Prometheus text). A bad request gets a
+// 4xx JSON error and changes nothing else.
 // Optional bearer-key authentication of the /v1/ routes; CORS headers and preflight answers.
 #pragma once
 

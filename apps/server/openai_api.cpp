@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <optional>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "core/error.h"
@@ -190,6 +191,34 @@ json usage_chunk(Endpoint endpoint, const std::string& id, int64_t created, cons
 
 json error_body(const std::string& message, const std::string& type, int code) {
   return {{"error", {{"message", message}, {"type", type}, {"code", code}}}};
+}
+
+json tokenize_response(const std::string& body, const Engine& engine) {
+  const JsonObject request(parse_json(body, "the request body"), "the request body");
+  JET_CHECK(request.has("prompt") != request.has("messages"), request.source(),
+            ": give one of 'prompt' and 'messages'");
+  const bool chat = request.has("messages");
+  const Prompt prompt = chat ? read_messages(request, engine) : read_prompt(request);
+  std::vector<int32_t> ids;
+  if (const auto* text = std::get_if<std::string>(&prompt)) {
+    // As vLLM: a prompt gets the tokenizer's special tokens, rendered messages carry their own.
+    ids = engine.tokenizer().encode(*text, request.get_bool("add_special_tokens", !chat));
+  } else {
+    ids = std::get<std::vector<int32_t>>(prompt);
+  }
+  return {{"tokens", ids}, {"count", ids.size()}};
+}
+
+json detokenize_response(const std::string& body, const Engine& engine) {
+  const JsonObject request(parse_json(body, "the request body"), "the request body");
+  JET_CHECK(request.has("tokens"), request.source(), ": key 'tokens' is missing");
+  const std::vector<int32_t> ids = token_ids(request, "tokens");
+  const size_t known = engine.tokenizer().size();
+  for (const int32_t id : ids) {
+    JET_CHECK(static_cast<size_t>(id) < known, request.source(), ": key 'tokens': id ", id,
+              " is outside the tokenizer's ", known, " ids");
+  }
+  return {{"prompt", engine.tokenizer().decode(ids)}};
 }
 
 }  // namespace jet::server

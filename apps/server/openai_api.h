@@ -50,4 +50,11 @@ nlohmann::json usage_chunk(Endpoint endpoint, const std::string& id, int64_t cre
 // {"error": {"message", "type", "code"}}.
 nlohmann::json error_body(const std::string& message, const std::string& type, int code);
 
+// POST /tokenize: {"prompt": text or token ids} or {"messages": [...]} (through the chat
+// template), with "add_special_tokens" (default: true for a prompt, false for messages, as vLLM)
+// -> {"tokens": [...], "count": n}.
+nlohmann::json tokenize_response(const std::string& body, const Engine& engine);
+// POST /detokenize: {"tokens": [ids]} -> {"prompt": text}; ids outside the tokenizer are an error.
+nlohmann::json detokenize_response(const std::string& body, const Engine& engine);
+
 }  // namespace jet::server

@@ -125,6 +125,29 @@ TEST_F(Served, ResponseIdsCarryTheServersRandomPrefix) {
   EXPECT_NE(a, b);
 }
 
+TEST_F(Served, TokenizeAndDetokenizeUseTheModelsTokenizer) {
+  const std::vector<int32_t> ids = engine_->tokenizer().encode("What is 4821 + 937?", true);
+  const json tokenized = post("/tokenize", {{"prompt", "What is 4821 + 937?"}});
+  EXPECT_EQ(tokenized["tokens"].get<std::vector<int32_t>>(), ids);
+  EXPECT_EQ(tokenized["count"], ids.size());
+  // Messages go through the chat template, whose text carries its own special tokens.
+  const json messages = {{{"role", "user"}, {"content", "What is 4821 + 937?"}}};
+  const std::string rendered = engine_->apply_chat_template({{"user", "What is 4821 + 937?"}});
+  EXPECT_EQ(post("/tokenize", {{"messages", messages}})["tokens"].get<std::vector<int32_t>>(),
+            engine_->tokenizer().encode(rendered, false));
+  EXPECT_EQ(post("/detokenize", {{"tokens", ids}})["prompt"], engine_->tokenizer().decode(ids));
+  // Bad input: a JSON 400 naming the problem.
+  EXPECT_NE(post("/tokenize", {{"prompt", "a"}, {"messages", messages}}, 400)["error"]["message"]
+                .get<std::string>()
+                .find("one of 'prompt' and 'messages'"),
+            std::string::npos);
+  EXPECT_NE(post("/detokenize", {{"tokens", {1, 1000000}}}, 400)["error"]["message"].get<std::string>().find(
+                "id 1000000 is outside the tokenizer's"),
+            std::string::npos);
+  EXPECT_NE(post("/detokenize", json::object(), 400)["error"]["message"].get<std::string>().find("'tokens'"),
+            std::string::npos);
+}
+
 TEST_F(Served, ARequestForAnotherModelIs404) {
   json body = chat("What is 1 + 1?");
   body["model"] = "gpt-4";
