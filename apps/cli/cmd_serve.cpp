@@ -22,12 +22,12 @@ namespace {
 constexpr const char* kHelp = R"(usage: jetengine serve --model DIR [--host H] [--port P] [options]
 
 An OpenAI-compatible HTTP server: POST /v1/completions and /v1/chat/completions ("stream": true
-for server-sent events), GET /v1/models, /health and /metrics, POST /tokenize and /detokenize. Requests join the running batch
-as they arrive. A request's fields are OpenAI's (prompt or messages, max_tokens, temperature,
-top_p, seed, stream) plus the engine's sampling fields under their SamplingParams names (top_k,
-repetition_penalty, ignore_eos, stop_token_ids, denoising_steps, remasking_strategy,
-dynamic_threshold, dynamic_factor, eb_threshold, diversity_enforce_barrier, epsilon_greedy); see
-the README.
+for server-sent events), GET /v1/models, /health and /metrics, POST /tokenize and /detokenize.
+Requests join the running batch as they arrive. A request's fields are OpenAI's (prompt or
+messages, max_tokens, temperature, top_p, seed, stream) plus the engine's sampling fields under
+their SamplingParams names (top_k, repetition_penalty, ignore_eos, stop_token_ids,
+denoising_steps, remasking_strategy, dynamic_threshold, dynamic_factor, eb_threshold,
+diversity_enforce_barrier, epsilon_greedy); see the README.
 
 Server
   --host H                  address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)
