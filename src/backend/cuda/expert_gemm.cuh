@@ -40,12 +40,12 @@ struct TileShape {
   static constexpr size_t kSharedBytes = size_t{kStages} * (kRows + kWeightRows) * kLd * 2;
 };
 
-// The tiles in use, on the device (moe.cu's sort_routes_kernel writes them).
+// The tiles in use, on the device: moe.cu's sort_routes_kernel writes them, the GEMMs read them.
 struct ExpertTiles {
-  const int32_t* count;   // [1]: tiles in use
-  const int32_t* expert;  // [max tiles]: the tile's expert
-  const int32_t* begin;   // first sorted row of the tile
-  const int32_t* end;     // one past its last
+  int32_t* count;   // [1]: tiles in use
+  int32_t* expert;  // [max tiles]: the tile's expert
+  int32_t* begin;   // first sorted row of the tile
+  int32_t* end;     // one past its last
 };
 
 enum class Product { GateUp, Down };

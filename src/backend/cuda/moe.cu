@@ -129,18 +129,11 @@ struct SortScratch {
   int32_t* tile_begin;  // [E]: the expert's first tile
 };
 
-struct TileTables {
-  int32_t* count;
-  int32_t* expert;
-  int32_t* begin;
-  int32_t* end;
-};
-
 // One CTA: counts the routes of each expert, places every route in expert order
 // (sorted[row] = route) and writes the tiles of at most rows_per_tile rows each.
 __global__ void __launch_bounds__(kSortThreads)
     sort_routes_kernel(const int32_t* experts, int routes, int E, int rows_per_tile, SortScratch s, int32_t* sorted,
-                       TileTables tiles) {
+                       ExpertTiles tiles) {
   await_previous_kernel();
   const int tid = threadIdx.x;
   for (int e = tid; e < E; e += kSortThreads) s.counts[e] = 0;
@@ -211,6 +204,10 @@ int rows_per_tile(int64_t routes, int64_t experts) {
   return 128;
 }
 
+// The most tiles any routing of `routes` can make: Σ_e ceil(count_e / rows) <= routes / rows +
+// (experts with a route).
+int64_t max_tiles_for(int64_t routes, int rows, int64_t experts) { return routes / rows + std::min(experts, routes); }
+
 template <int kRows, Product kProduct, bool kVector>
 void launch_expert_gemm(const ExpertGemmArgs& args, int max_tiles, cudaStream_t stream) {
   using Shape = moe_detail::TileShape<kRows>;
@@ -267,7 +264,7 @@ struct ChunkScratch {
   float* weights;
   SortScratch sort;
   int32_t* sorted;
-  TileTables tiles;
+  ExpertTiles tiles;
   bf16* hidden;
   float* route_out;
   size_t bytes;
@@ -299,8 +296,7 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
       std::max<int64_t>(1, std::min({T, kMaxChunkRoutes / top_k, kMaxChunkProbs / E}));
   const int64_t chunk_routes = chunk_tokens * top_k;
   const int rows = rows_per_tile(chunk_routes, E);
-  // Σ_e ceil(count_e / rows) <= routes / rows + (experts with a route).
-  const int64_t max_tiles = chunk_routes / rows + std::min(E, chunk_routes);
+  const int64_t max_tiles = max_tiles_for(chunk_routes, rows, E);
   const ChunkScratch sizes(0, chunk_tokens, top_k, E, H, I, max_tiles);
   const Tensor raw = grow_view(moe_scratch_, DType::I32, {static_cast<int64_t>(sizes.bytes / sizeof(int32_t))});
   const ChunkScratch s(reinterpret_cast<uintptr_t>(raw.data), chunk_tokens, top_k, E, H, I, max_tiles);
@@ -322,11 +318,11 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     args.route_weights = s.weights;
     args.hidden = s.hidden;
     args.route_out = s.route_out;
-    args.tiles = ExpertTiles{s.tiles.count, s.tiles.expert, s.tiles.begin, s.tiles.end};
+    args.tiles = s.tiles;
     args.top_k = top_k;
     args.hidden_size = H;
     args.inter = I;
-    const int tiles = static_cast<int>(std::min(max_tiles, routes / rows + std::min(E, routes)));
+    const int tiles = static_cast<int>(max_tiles_for(routes, rows, E));
 
     args.a = x_chunk.ptr<bf16>();
     args.w = w.gate_up.ptr<bf16>();
