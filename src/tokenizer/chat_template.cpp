@@ -34,11 +34,15 @@ std::string template_from_config(const nlohmann::ordered_json& config, const std
   throw Error(path + ": \"chat_template\" lists named templates but none is called \"default\"");
 }
 
+// The chat_template.jinja beside a tokenizer_config.json, which takes precedence over its key.
+std::filesystem::path sidecar_template(const std::string& tokenizer_config_path) {
+  return std::filesystem::path(tokenizer_config_path).parent_path() / "chat_template.jinja";
+}
+
 }  // namespace
 
 std::string read_chat_template_source(const std::string& tokenizer_config_path) {
-  const std::filesystem::path sidecar =
-      std::filesystem::path(tokenizer_config_path).parent_path() / "chat_template.jinja";
+  const std::filesystem::path sidecar = sidecar_template(tokenizer_config_path);
   std::error_code ignored;
   if (std::filesystem::is_regular_file(sidecar, ignored)) return read_text_file(sidecar.string());
   const std::string text = read_text_file(tokenizer_config_path);
@@ -53,10 +57,8 @@ std::string read_chat_template_source(const std::string& tokenizer_config_path) 
 }
 
 bool has_chat_template_source(const std::string& tokenizer_config_path) {
-  const std::filesystem::path sidecar =
-      std::filesystem::path(tokenizer_config_path).parent_path() / "chat_template.jinja";
   std::error_code ignored;
-  if (std::filesystem::exists(sidecar, ignored)) return true;
+  if (std::filesystem::exists(sidecar_template(tokenizer_config_path), ignored)) return true;
   try {
     const nlohmann::ordered_json config = nlohmann::ordered_json::parse(read_text_file(tokenizer_config_path));
     return config.is_object() && config.contains("chat_template") && !config["chat_template"].is_null();
