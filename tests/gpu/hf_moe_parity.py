@@ -25,12 +25,9 @@ Prints PASS/FAIL lines and the token agreement; exits non-zero on any FAIL.
 
 import json
 import math
-import random
 import shutil
-import subprocess
 import sys
 import tempfile
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +35,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch_parity  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
 MODEL_FLAGS = ["--arch", "sdar_moe", "--vocab", "small", "--seed", "7", "--layers", "4", "--hidden", "512",
                "--heads", "8", "--kv-heads", "2", "--head-dim", "64", "--experts", "24", "--top-k", "4",
                "--moe-intermediate", "128", "--dtype", "bf16"]
@@ -78,27 +74,12 @@ def block_causal_additive_mask(length, block):
 
 
 def hf_logprobs(model, steps, mask_id):
-    """Per step, float64 [BLOCK, V]: log_softmax of the reference's block logits, mask at -inf."""
-    import torch
+    """torch_parity.replay_logprobs through transformers' model, given the block-causal mask."""
+    def block_logits(ids, positions, length):
+        mask = block_causal_additive_mask(length, torch_parity.BLOCK).expand(len(ids), 1, length, length)
+        return model(input_ids=ids, attention_mask=mask.to(model.dtype), position_ids=positions).logits
 
-    block = torch_parity.BLOCK
-    by_length = defaultdict(list)
-    for i, step in enumerate(steps):
-        by_length[len(step.context)].append(i)
-    result = [None] * len(steps)
-    with torch.no_grad():
-        for length, members in sorted(by_length.items()):
-            ids = torch.tensor([steps[i].context for i in members], dtype=torch.long, device="cuda")
-            positions = torch.arange(length, device="cuda").expand(len(members), length)
-            mask = block_causal_additive_mask(length, block).expand(len(members), 1, length, length)
-            mask = mask.to(model.dtype)
-            logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
-            rows = logits[:, length - block:, :].double()
-            rows[..., mask_id] = -math.inf
-            logprobs = torch.log_softmax(rows, dim=-1).cpu().numpy()
-            for k, i in enumerate(members):
-                result[i] = logprobs[k]
-    return result
+    return torch_parity.replay_logprobs(steps, mask_id, block_logits)
 
 
 def bf16_share_within(steps, outputs, fp32_logprobs, bf16_logprobs):
@@ -127,16 +108,7 @@ def main():
     torch_parity.BARS.update(BARS)
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = str(Path(tmp) / "sdar-moe-mid")
-        subprocess.run([sys.executable, str(REPO / "tools" / "make_tiny_model.py"), *MODEL_FLAGS, "--out", model_dir],
-                       check=True)
-        mask_id = json.loads((Path(model_dir) / "config.json").read_text())["mask_token_id"]
-        rng = random.Random(0)
-        prompts = [[rng.randrange(3, 200) for _ in range(rng.randrange(1, torch_parity.MAX_PROMPT_LEN + 1))]
-                   for _ in range(torch_parity.NUM_PROMPTS)]
-        prompts_path = str(Path(tmp) / "prompts.jsonl")
-        Path(prompts_path).write_text("".join(json.dumps(p) + "\n" for p in prompts))
-        outputs = {device: torch_parity.engine_outputs(cli, model_dir, prompts_path, device) for device in BARS}
+        model_dir, mask_id, outputs = torch_parity.decode_random_model(cli, tmp, "sdar-moe-mid", MODEL_FLAGS, BARS)
         fp32_model = load_hf_reference(model_dir, tmp, "float32")
         bf16_model = load_hf_reference(model_dir, tmp, "bfloat16")
         for device, outs in outputs.items():

@@ -99,28 +99,53 @@ def load_reference(model_dir):
     return torch_sdar, torch_sdar.load_model(model_dir, "cuda", torch.float32)
 
 
-def reference_logprobs(reference, steps, mask_id):
-    """Per step, float64 [BLOCK, V]: log_softmax of the reference's block logits, mask at -inf."""
+def replay_logprobs(steps, mask_id, block_logits):
+    """Per step, float64 [BLOCK, V]: log_softmax of a reference's block logits, mask at -inf.
+    block_logits(ids [n, L], positions [n, L], L) gives the logits [n, L, V] of n contexts of one
+    length; the steps run in one batched forward per context length."""
     import torch
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    torch_sdar, model = reference
-    by_length = defaultdict(list)  # one batched forward per context length
+    by_length = defaultdict(list)
     for i, step in enumerate(steps):
         by_length[len(step.context)].append(i)
     result = [None] * len(steps)
-    # The math attention backend: plain fp32 matmuls (fused fp32 kernels may round differently).
-    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH):
+    with torch.no_grad():
         for length, members in sorted(by_length.items()):
             ids = torch.tensor([steps[i].context for i in members], dtype=torch.long, device="cuda")
             positions = torch.arange(length, device="cuda").expand(len(members), length)
-            mask = torch_sdar.block_causal_mask(length, BLOCK, device="cuda")
-            rows = model(ids, positions, mask)[:, length - BLOCK:, :].double()
+            rows = block_logits(ids, positions, length)[:, length - BLOCK:, :].double()
             rows[..., mask_id] = -math.inf
             logprobs = torch.log_softmax(rows, dim=-1).cpu().numpy()
             for k, i in enumerate(members):
                 result[i] = logprobs[k]
     return result
+
+
+def reference_logprobs(reference, steps, mask_id):
+    """replay_logprobs through tests/reference/torch_sdar.py's model."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    torch_sdar, model = reference
+    # The math attention backend: plain fp32 matmuls (fused fp32 kernels may round differently).
+    with sdpa_kernel(SDPBackend.MATH):
+        return replay_logprobs(steps, mask_id, lambda ids, positions, length: model(
+            ids, positions, torch_sdar.block_causal_mask(length, BLOCK, device="cuda")))
+
+
+def decode_random_model(cli, tmp, name, model_flags, devices):
+    """Makes a random model (tools/make_tiny_model.py MODEL_FLAGS) in tmp/name and decodes
+    NUM_PROMPTS random prompts on each device: (model folder, mask id, {device: outputs})."""
+    model = str(Path(tmp) / name)
+    subprocess.run([sys.executable, str(REPO / "tools" / "make_tiny_model.py"), *model_flags, "--out", model],
+                   check=True)
+    mask_id = json.loads((Path(model) / "config.json").read_text())["mask_token_id"]
+    rng = random.Random(0)
+    prompts = [[rng.randrange(3, 200) for _ in range(rng.randrange(1, MAX_PROMPT_LEN + 1))]
+               for _ in range(NUM_PROMPTS)]
+    prompts_path = str(Path(tmp) / "prompts.jsonl")
+    Path(prompts_path).write_text("".join(json.dumps(p) + "\n" for p in prompts))
+    # The engine runs first, so that its GPU memory budget is not shrunk by torch's.
+    return model, mask_id, {device: engine_outputs(cli, model, prompts_path, device) for device in devices}
 
 
 def compare(outputs, steps, logprobs):
@@ -175,17 +200,7 @@ def main():
     cli = str(Path(sys.argv[1]) / "apps" / "cli" / "jetengine")
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
-        model = str(Path(tmp) / "sdar-mid")
-        subprocess.run([sys.executable, str(REPO / "tools" / "make_tiny_model.py"), *MODEL_FLAGS, "--out", model],
-                       check=True)
-        mask_id = json.loads((Path(model) / "config.json").read_text())["mask_token_id"]
-        rng = random.Random(0)
-        prompts = [[rng.randrange(3, 200) for _ in range(rng.randrange(1, MAX_PROMPT_LEN + 1))]
-                   for _ in range(NUM_PROMPTS)]
-        prompts_path = str(Path(tmp) / "prompts.jsonl")
-        Path(prompts_path).write_text("".join(json.dumps(p) + "\n" for p in prompts))
-        # The engine runs first, so that its GPU memory budget is not shrunk by torch's.
-        outputs = {device: engine_outputs(cli, model, prompts_path, device) for device in BARS}
+        model, mask_id, outputs = decode_random_model(cli, tmp, "sdar-mid", MODEL_FLAGS, BARS)
         reference = load_reference(model)
         for device, outs in outputs.items():
             steps = [s for i, out in enumerate(outs) for s in replay_steps(i, out, mask_id)]
