@@ -68,10 +68,18 @@ SamplingParams read_sampling(const JsonObject& body, Endpoint endpoint, Sampling
   }
   if (body.has("stop_token_ids")) p.stop_token_ids = token_ids(body, "stop_token_ids");
   JET_CHECK(body.get_int("n", 1) == 1, body.source(), ": key 'n': one choice per request is supported");
-  if (body.has("stop")) {
+  if (body.has("stop")) {  // a string or a list of them; "" (as some clients send) is none
     const json& stop = body.json().at("stop");
-    JET_CHECK((stop.is_array() && stop.empty()) || (stop.is_string() && stop.get<std::string>().empty()), body.source(),
-              ": key 'stop': stop strings are not supported; give stop_token_ids instead");
+    if (stop.is_string()) {
+      if (!stop.get<std::string>().empty()) p.stop = {stop.get<std::string>()};
+    } else {
+      if (!stop.is_array()) body.wrong_type("stop", "a string or an array of strings");
+      p.stop.clear();
+      for (const json& s : stop) {
+        if (!s.is_string()) body.wrong_type("stop", "a string or an array of strings");
+        p.stop.push_back(s.get<std::string>());
+      }
+    }
   }
   return p;
 }

@@ -24,12 +24,12 @@ struct ParsedRequest {
 };
 
 // Reads a request body. Fields: OpenAI's (prompt or messages, max_tokens / max_completion_tokens,
-// temperature, top_p, seed, stream, stream_options.include_usage, n = 1, stop = none) and the engine's sampling fields under
+// temperature, top_p, seed, stream, stream_options.include_usage, n = 1, stop: a string or a list) and the engine's sampling fields under
 // their SamplingParams names (top_k, repetition_penalty, ignore_eos, stop_token_ids,
 // denoising_steps, remasking_strategy, dynamic_threshold, dynamic_factor, eb_threshold,
 // diversity_enforce_barrier, epsilon_greedy); other
 // fields are ignored. Throws jet::Error naming the field for malformed JSON, a wrong type or
-// something the engine does not do (several prompts or choices, stop strings). Ranges are the
+// something the engine does not do (several prompts or choices). Ranges are the
 // engine's to check. `engine` renders chat messages; `defaults` fills what the body leaves out.
 ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const Engine& engine,
                             const SamplingParams& defaults);

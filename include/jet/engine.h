@@ -48,6 +48,10 @@ struct SamplingParams {
   int max_tokens = 64;            // completion tokens at most (exact)
   bool ignore_eos = false;        // do not stop at the model's EOS tokens
   std::vector<int32_t> stop_token_ids;
+  // Stop strings: the completion ends at the first place its text (special tokens skipped) holds
+  // one of them; completion_text stops before it, completion_ids end with the token that finished
+  // it, finish_reason is "stop". A stream never sends text past it.
+  std::vector<std::string> stop;
   int block_length = 0;           // 0: the engine's; otherwise must equal it
   int denoising_steps = 4;        // S, 1 <= S <= block_length
   std::string remasking_strategy = "low_confidence_static";

@@ -4,7 +4,7 @@ dynamic_factor, seed and stop_token_ids; docs/decoding.md gives the exact semant
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Union
 
 from . import _jetengine
 from ._checks import check_bool, check_choice, check_float, check_int, check_token_ids
@@ -38,7 +38,8 @@ class SamplingParams:
         a list replaces the EOS default (include the EOS id to keep it).
     Ours: dynamic_factor (of the dynamic_factor strategy); seed (reproducible sampling, the same
     output whatever else is in the batch; None = a fresh seed per request); stop_token_ids (an
-    alias of stop_words; give one or the other).
+    alias of stop_words; give one or the other); stop (a string or a list of strings: the
+    completion ends where its text first holds one, and the text stops before it).
     """
 
     temperature: float = 1.0
@@ -56,6 +57,7 @@ class SamplingParams:
     dynamic_factor: float = 1.0
     seed: Optional[int] = None
     stop_token_ids: Optional[List[int]] = None
+    stop: Union[None, str, List[str]] = None
 
     def __post_init__(self):
         self.to_engine()  # report bad values where the object is made
@@ -78,11 +80,21 @@ class SamplingParams:
         p.dynamic_factor = check_float("dynamic_factor", self.dynamic_factor, above=0.0)
         if self.seed is not None:
             p.seed = check_int("seed", self.seed, minimum=0, maximum=2**64 - 1)
+        p.stop = self._stop_strings()
         stop = self._stop_ids()
         # The engine stops at the model's EOS ids (unless ignore_eos) plus stop_token_ids.
         p.ignore_eos = ignore_eos or stop is not None
         p.stop_token_ids = [] if ignore_eos or stop is None else stop
         return p
+
+    def _stop_strings(self):
+        """stop as a list of strings, checked."""
+        if self.stop is None:
+            return []
+        stops = [self.stop] if isinstance(self.stop, str) else self.stop
+        if not isinstance(stops, (list, tuple)) or not all(isinstance(s, str) for s in stops):
+            raise TypeError(f"stop must be a string or a list of strings, got {self.stop!r}")
+        return list(stops)
 
     def _stop_ids(self):
         """stop_words or its alias, checked; None when neither is given."""

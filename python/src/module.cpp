@@ -42,6 +42,7 @@ void bind_options(py::module_& m) {
       .def_readwrite("max_tokens", &jet::SamplingParams::max_tokens)
       .def_readwrite("ignore_eos", &jet::SamplingParams::ignore_eos)
       .def_readwrite("stop_token_ids", &jet::SamplingParams::stop_token_ids)
+      .def_readwrite("stop", &jet::SamplingParams::stop)
       .def_readwrite("block_length", &jet::SamplingParams::block_length)
       .def_readwrite("denoising_steps", &jet::SamplingParams::denoising_steps)
       .def_readwrite("remasking_strategy", &jet::SamplingParams::remasking_strategy)

@@ -239,6 +239,7 @@ Sequence Engine::Impl::make_sequence(const Prompt& prompt, const SamplingParams&
   Sequence s;
   s.prompt = encode_prompt(prompt);
   s.request = resolve_request(params, limits, s.prompt_len(), seed_source());
+  s.text = CompletionText(tokenizer, s.request.stop_strings);
   check_fits(s);
   return s;
 }
@@ -300,7 +301,8 @@ bool Engine::Impl::commit(Sequence& seq, const BlockRecord& block) {
   const Request& req = seq.request;
   std::vector<int32_t> new_tokens;
   bool stopped = false;
-  for (int j = 0; j < block_length && !stopped; ++j) {
+  // Tokens past max_tokens are dropped, so a stop token or string there does not count.
+  for (int j = 0; j < block_length && !stopped && static_cast<int>(seq.completion.size()) < req.max_tokens; ++j) {
     if (seq.block_start + j < P) continue;  // the prompt's tail shares the first block
     const int32_t tok = block.tokens[j];
     seq.completion.push_back(tok);
@@ -308,22 +310,18 @@ bool Engine::Impl::commit(Sequence& seq, const BlockRecord& block) {
     seq.logprobs.push_back(block.logprobs[j]);
     seq.entropies.push_back(block.entropies[j]);
     new_tokens.push_back(tok);
-    stopped = std::binary_search(req.stop_ids.begin(), req.stop_ids.end(), tok);
+    const bool stop_string = seq.text.push(tok);
+    stopped = stop_string || std::binary_search(req.stop_ids.begin(), req.stop_ids.end(), tok);
   }
   seq.block_start += block_length;
-  if (static_cast<int>(seq.completion.size()) >= req.max_tokens) {
-    const bool cut = static_cast<int>(seq.completion.size()) > req.max_tokens;
-    seq.completion.resize(req.max_tokens);
-    seq.trajectory.resize(req.max_tokens);
-    seq.logprobs.resize(req.max_tokens);
-    seq.entropies.resize(req.max_tokens);
-    seq.finish_reason = stopped && !cut ? "stop" : "length";
-  } else if (stopped) {
+  if (stopped) {
     seq.finish_reason = "stop";
-  } else if (seq.block_start + block_length > options.max_model_len) {
+  } else if (static_cast<int>(seq.completion.size()) >= req.max_tokens ||
+             seq.block_start + block_length > options.max_model_len) {
     seq.finish_reason = "length";
   }
   if (!seq.finish_reason.empty()) {  // its last block is never saved: no later query attends it
+    seq.text.finish();
     seq.status = SeqStatus::Finished;
     return true;
   }
@@ -342,7 +340,7 @@ GenerationOutput Engine::Impl::make_output(const Sequence& seq) const {
   out.logprobs = seq.logprobs;
   out.entropies = seq.entropies;
   out.completion_ids = seq.completion;
-  out.completion_text = tokenizer.decode(seq.completion, /*skip_special_tokens=*/true);
+  out.completion_text = seq.text.text();
   out.finish_reason = seq.finish_reason;
   out.num_forwards = seq.num_forwards;
   out.prompt_len = seq.prompt_len();
@@ -383,6 +381,7 @@ void Engine::Impl::loop(size_t max_active, const AdmitFn& admit, const CancelFn&
         scheduler->cancel(seq);
         seq->status = SeqStatus::Finished;
         seq->finish_reason = "abort";
+        seq->text.finish();
         --in_flight;
         on_finished(*seq);
       }
@@ -455,13 +454,14 @@ void Engine::serve(const RequestSource& source, int max_active) {
   struct Live {
     Sequence seq;
     ServeRequest request;
-    IncrementalDecoder text;
-    size_t streamed = 0;  // completion tokens passed to `text`
+    size_t streamed = 0;  // bytes of the completion text sent
     // The completion text since the last call; a preempted sequence restarts with the same
     // seed and so recommits the same tokens, which are not sent twice.
     std::string new_text() {
-      std::string out;
-      for (; streamed < seq.completion.size(); ++streamed) out += text.push(seq.completion[streamed]);
+      const std::string_view text = seq.text.streamable();
+      if (text.size() <= streamed) return {};
+      std::string out(text.substr(streamed));
+      streamed = text.size();
       return out;
     }
   };
@@ -477,8 +477,7 @@ void Engine::serve(const RequestSource& source, int max_active) {
           try {
             Sequence seq = impl.make_sequence(request.prompt, request.params);
             seq.index = next_id;
-            Live& entry = live.try_emplace(next_id++, Live{std::move(seq), std::move(request),
-                                                           IncrementalDecoder(impl.tokenizer, true)}).first->second;
+            Live& entry = live.try_emplace(next_id++, Live{std::move(seq), std::move(request)}).first->second;
             out.push_back(&entry.seq);
           } catch (const Error& e) {
             if (request.on_error) request.on_error(e.what());
@@ -494,7 +493,7 @@ void Engine::serve(const RequestSource& source, int max_active) {
       [&](Sequence& seq) {
         Live& entry = live.at(seq.index);
         if (entry.request.on_text) {
-          const std::string rest = entry.new_text() + entry.text.finish();
+          const std::string rest = entry.new_text();
           if (!rest.empty()) entry.request.on_text(rest);
         }
         if (entry.request.on_output) entry.request.on_output(impl.make_output(seq));

@@ -16,6 +16,10 @@ namespace {
 constexpr double kGreedyBelow = 1e-5;
 constexpr double kMaxTemperature = 1e6;
 constexpr double kMinPenalty = 1e-6;  // and 1 / kMinPenalty at most
+// Stop strings are searched in the text after every committed token: bounded, so that the search
+// stays a small part of the step.
+constexpr size_t kMaxStopStrings = 16;
+constexpr size_t kMaxStopBytes = 1024;
 
 }  // namespace
 
@@ -50,6 +54,13 @@ Request resolve_request(const SamplingParams& p, const RequestLimits& lim, int p
               ")");
   }
 
+  JET_CHECK(p.stop.size() <= kMaxStopStrings, "stop: at most ", kMaxStopStrings, " stop strings, got ",
+            p.stop.size());
+  for (const std::string& stop : p.stop) {
+    JET_CHECK(!stop.empty() && stop.size() <= kMaxStopBytes, "stop: every stop string must hold 1 to ",
+              kMaxStopBytes, " bytes, got one of ", stop.size());
+  }
+
   Request r;
   r.slot.temperature = p.temperature < kGreedyBelow ? 0.0f : static_cast<float>(p.temperature);
   r.slot.top_k = std::max(0, p.top_k);
@@ -74,6 +85,7 @@ Request resolve_request(const SamplingParams& p, const RequestLimits& lim, int p
   if (!p.ignore_eos) r.stop_ids.insert(r.stop_ids.end(), lim.eos_ids.begin(), lim.eos_ids.end());
   std::sort(r.stop_ids.begin(), r.stop_ids.end());
   r.stop_ids.erase(std::unique(r.stop_ids.begin(), r.stop_ids.end()), r.stop_ids.end());
+  r.stop_strings = p.stop;
   return r;
 }
 

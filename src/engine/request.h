@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -15,6 +16,7 @@ struct Request {
   int denoising_steps = 4;
   int max_tokens = 64;
   std::vector<int32_t> stop_ids;  // EOS (unless ignore_eos) + stop_token_ids, sorted, unique
+  std::vector<std::string> stop_strings;
 };
 
 // What a request is checked against.

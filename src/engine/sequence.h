@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/completion_text.h"
 #include "engine/request.h"
 
 namespace jet {
@@ -47,6 +48,7 @@ struct Sequence {
   std::vector<float> logprobs;
   std::vector<float> entropies;
   std::string finish_reason;
+  CompletionText text;  // the completion's text, searched for the stop strings
 
   int prompt_len() const { return static_cast<int>(prompt.size()); }
   int num_prefill(int B) const { return prompt_len() / B * B; }
@@ -65,6 +67,7 @@ struct Sequence {
     logprobs.clear();
     entropies.clear();
     finish_reason.clear();
+    text.reset();
   }
 };
 

@@ -152,6 +152,23 @@ def test_stop_words_replace_the_eos_default(llm):
         assert out["finish_reason"] == "stop"
 
 
+def test_stop_strings_cut_the_text_before_them(llm):
+    prompt = random_prompts(1, seed=5)
+    # Seeded sampling: a random model's greedy text repeats one token.
+    free = llm.generate(prompt, SamplingParams(temperature=1, seed=3, max_tokens=24, ignore_eos=True),
+                        use_tqdm=False)[0]
+    text = free["completion_text"]
+    stop = text[len(text) // 2:len(text) // 2 + 2]
+    for given in (stop, [stop, "\x01never"]):
+        out = llm.generate(prompt, SamplingParams(temperature=1, seed=3, max_tokens=24, ignore_eos=True, stop=given),
+                           use_tqdm=False)[0]
+        assert out["completion_text"] == text[:text.index(stop)]
+        assert out["finish_reason"] == "stop"
+        assert out["completion_ids"] == free["completion_ids"][:len(out["completion_ids"])]
+    with pytest.raises(TypeError, match="stop must be a string or a list of strings"):
+        SamplingParams(stop=[3])
+
+
 def test_500_prompts_streaming_come_back_in_order(llm):
     prompts = random_prompts(500, seed=6, low=2, high=10)
     params = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)

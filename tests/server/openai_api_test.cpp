@@ -40,6 +40,15 @@ std::string error_of(Endpoint endpoint, const std::string& body) {
 
 }  // namespace
 
+TEST(OpenAiApi, StopIsAStringOrAListOfThem) {
+  auto stop_of = [](const std::string& body) { return parse_request(Endpoint::Completions, body, demo_engine(), {}).params.stop; };
+  EXPECT_EQ(stop_of(R"({"prompt": "a", "stop": "END"})"), (std::vector<std::string>{"END"}));
+  EXPECT_EQ(stop_of(R"({"prompt": "a", "stop": ["\n", "END"]})"), (std::vector<std::string>{"\n", "END"}));
+  EXPECT_TRUE(stop_of(R"({"prompt": "a", "stop": ""})").empty());
+  EXPECT_TRUE(stop_of(R"({"prompt": "a", "stop": []})").empty());
+  EXPECT_TRUE(stop_of(R"({"prompt": "a", "stop": null})").empty());
+}
+
 TEST(OpenAiApi, CompletionFieldsBecomeSamplingParams) {
   const auto r = parse_request(Endpoint::Completions,
                                R"({"prompt": "Hi", "max_tokens": 7, "temperature": 0, "top_p": 0.5, "top_k": 3,
@@ -133,7 +142,7 @@ TEST(OpenAiApi, WhatTheEngineDoesNotDoIsAnErrorNamingTheField) {
   EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": ["a", "b"]})").find("one prompt"), std::string::npos);
   EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": [1, -2]})").find("token ids"), std::string::npos);
   EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "n": 2})").find("'n'"), std::string::npos);
-  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "stop": ["\n"]})").find("stop strings"),
+  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "stop": ["\n", 3]})").find("key 'stop'"),
             std::string::npos);
   EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "temperature": "hot"})").find("'temperature'"),
             std::string::npos);
