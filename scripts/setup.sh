@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libpcre2-dev libutf8proc-dev libopenblas-dev libomp-dev libcpp-httplib-dev
+  nlohmann-json3-dev libpcre2-dev libutf8proc-dev libopenblas-dev libomp-dev libboost-dev libcpp-httplib-dev
   python3 python3-dev python3-numpy python3-pytest python3-jinja2 python3-tqdm pybind11-dev)
 missing=()
 for p in "${packages[@]}"; do

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
+#include <utility>
 
 #include "arg_parser.h"
 #include "commands.h"
@@ -38,6 +39,12 @@ Server
                             JETENGINE_API_KEY environment variable; unset: no key)
   --allowed-origin ORIGIN   CORS: the Access-Control-Allow-Origin of every answer (default *;
                             "" sends none)
+  --read-timeout S          seconds a client has to send one request, header and body; a slower
+                            one is disconnected (default 30)
+  --write-timeout S         seconds a client may leave the server's bytes untaken; then it is
+                            disconnected and its request cancelled (default 30)
+  --max-connections N       open connections at most (default 512); a newcomer past that closes
+                            the one that has waited longest for its request, else gets 503
 
 )";
 
@@ -50,15 +57,25 @@ void request_stop(int) { g_stop_requested = true; }
 int cmd_serve(const Args& raw) {
   ArgParser args(raw,
                  with_engine_value_flags(
-                     {"--host", "--port", "--max-active", "--served-model-name", "--api-key", "--allowed-origin"}),
+                     {"--host", "--port", "--max-active", "--served-model-name", "--api-key", "--allowed-origin",
+                      "--read-timeout", "--write-timeout", "--max-connections"}),
                  with_engine_bool_flags({"--help"}));
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     std::fputs(kEngineFlagsHelp, stdout);
     return 0;
   }
-  Engine engine(read_engine_options(args));
   server::ServerOptions options;
+  // The connection limits are checked before the model loads, which can take minutes.
+  options.read_timeout = args.get_double("--read-timeout", options.read_timeout);
+  options.write_timeout = args.get_double("--write-timeout", options.write_timeout);
+  for (const auto& [flag, seconds] : {std::pair{"--read-timeout", options.read_timeout},
+                                      std::pair{"--write-timeout", options.write_timeout}}) {
+    JET_CHECK(seconds > 0 && seconds <= 86400, flag, " must be in (0, 86400] seconds, got ", seconds);
+  }
+  options.max_connections = args.get_int32("--max-connections", options.max_connections);
+  JET_CHECK(options.max_connections >= 1, "--max-connections must be at least 1, got ", options.max_connections);
+  Engine engine(read_engine_options(args));
   options.host = args.get("--host").value_or(options.host);
   options.port = args.get_int32("--port", options.port);
   JET_CHECK(options.port >= 0 && options.port <= 65535, "--port must be in [0, 65535], got ", options.port);

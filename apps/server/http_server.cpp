@@ -1,9 +1,7 @@
-// HttpServer (http_server.h): routes, the request queue between the HTTP threads and the engine
-// thread, the per-request reply channel, and the metrics.
+// HttpServer (http_server.h): the routes, the request queue between the HTTP side and the engine
+// thread, each generate request's way back to its client (Generation), and the metrics. The
+// network side is HttpTransport's; this file only sees HttpRequest and Exchange.
 #include "http_server.h"
-
-#include <httplib.h>
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,16 +11,17 @@
 #include <ctime>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
 #include <string>
-#include <thread>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "core/error.h"
+#include "http_transport.h"
 #include "openai_api.h"
 
 namespace jet::server {
@@ -31,154 +30,107 @@ namespace {
 
 using nlohmann::json;
 
-// Each waiting request holds an HTTP thread, so the pool bounds the requests in flight.
-constexpr int kHttpThreads = 256;
-constexpr size_t kMaxBodyBytes = size_t{16} << 20;
+// How long serve() lets the answers still being written finish once the engine is done.
+constexpr auto kShutdownGrace = std::chrono::seconds(30);
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-void respond_error(httplib::Response& res, int status, const std::string& message) {
-  const char* type = status == 404   ? "not_found_error"
-                     : status == 503 ? "unavailable"
-                     : status < 500  ? "invalid_request_error"
-                                     : "server_error";
-  res.status = status;
-  res.set_content(dump(error_body(message, type, status)), "application/json");
+// Whether `given` equals `expected`, in time that depends on their lengths only.
+bool same_key(const std::string& given, const std::string& expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < given.size(); ++i) diff |= given[i] ^ expected[i % std::max<size_t>(expected.size(), 1)];
+  return diff == 0 && !expected.empty();
 }
 
-// One request's way back from the engine thread to the HTTP thread that waits for it.
-class Reply {
+// One generate request seen from the engine thread: turns the engine's text and output into the
+// answer on its client's Exchange, a JSON response or server-sent events. A stream starts at the
+// first event, so a request the engine rejects still gets its 4xx status rather than an event
+// stream. Called by one thread at a time (the engine's, or stop()'s for a request still queued).
+class Generation {
  public:
+  using ErrorResponder = std::function<HttpResponse(int status, const std::string& message)>;
+
+  Generation(std::shared_ptr<Exchange> exchange, const ParsedRequest& parsed, Endpoint endpoint, std::string id,
+             std::string model, HttpHeaders headers, ErrorResponder error_response)
+      : exchange_(std::move(exchange)),
+        endpoint_(endpoint),
+        id_(std::move(id)),
+        model_(std::move(model)),
+        created_(static_cast<int64_t>(std::time(nullptr))),
+        stream_(parsed.stream),
+        include_usage_(parsed.include_usage),
+        headers_(std::move(headers)),
+        error_response_(std::move(error_response)) {}
+
+  // The client went away (or stopped reading its stream): the engine drops the request.
+  bool gone() const { return exchange_->gone(); }
+
   void text(const std::string& text) {
-    std::lock_guard lock(mutex_);
-    texts_.push_back(text);
-    changed_.notify_all();
+    begin();
+    event(dump(stream_chunk(endpoint_, id_, created_, model_, text, "", first_)));
+    first_ = false;
   }
-  void output(GenerationOutput&& out) {
-    std::lock_guard lock(mutex_);
-    output_ = std::move(out);
+
+  void output(const GenerationOutput& out) {
     done_ = true;
-    changed_.notify_all();
+    if (!stream_) {
+      HttpResponse response{200, "application/json",
+                            dump(completion_response(endpoint_, id_, created_, model_, out)), headers_};
+      return exchange_->respond(std::move(response));
+    }
+    begin();
+    event(dump(stream_chunk(endpoint_, id_, created_, model_, "", out.finish_reason, first_)));
+    if (include_usage_) event(dump(usage_chunk(endpoint_, id_, created_, model_, out)));
+    end();
   }
+
+  // Once a stream has begun, the failure can only end it: a last chunk with finish_reason "error".
   void fail(const std::string& message, int status) {
-    std::lock_guard lock(mutex_);
     if (done_) return;
-    error_ = message;
-    status_ = status;
     done_ = true;
-    changed_.notify_all();
+    if (!begun_) return exchange_->respond(error_response_(status, message));
+    event(dump(stream_chunk(endpoint_, id_, created_, model_, "", "error", first_)));
+    end();
   }
-  // Waits until there is new text or the request is over; moves the new text into `texts`.
-  // Returns whether it is over (its text then all delivered).
-  bool wait(std::vector<std::string>& texts) {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return !texts_.empty() || done_; });
-    for (std::string& t : texts_) texts.push_back(std::move(t));
-    texts_.clear();
-    return done_;
-  }
-  // The client went away: the engine drops the request at its next step.
-  void abandon() { abandoned_ = true; }
-  bool abandoned() const { return abandoned_; }
-  // After wait() returned true.
-  bool failed() const { return status_ != 0; }
-  int status() const { return status_; }
-  const std::string& error() const { return error_; }
-  const GenerationOutput& output() const { return output_; }
 
  private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::vector<std::string> texts_;
-  GenerationOutput output_;
-  std::string error_;
-  int status_ = 0;
-  bool done_ = false;
-  std::atomic<bool> abandoned_{false};
+  void begin() {
+    if (begun_) return;
+    begun_ = true;
+    HttpResponse head{200, "text/event-stream", "", headers_};
+    head.headers.emplace_back("Cache-Control", "no-cache");
+    exchange_->stream_begin(std::move(head));
+  }
+  void event(const std::string& data) { exchange_->stream_write("data: " + data + "\n\n"); }
+  void end() {
+    event("[DONE]");
+    exchange_->stream_end();
+  }
+
+  const std::shared_ptr<Exchange> exchange_;
+  const Endpoint endpoint_;
+  const std::string id_, model_;
+  const int64_t created_;
+  const bool stream_, include_usage_;
+  const HttpHeaders headers_;  // CORS
+  const ErrorResponder error_response_;
+  bool begun_ = false, first_ = true, done_ = false;
 };
-
-// Reads the request body through a ContentReader (httplib's own read caps a body sent as
-// application/x-www-form-urlencoded, what `curl -d` sends, at 8 KiB, with an empty 413). False
-// when the body is larger than kMaxBodyBytes or the connection broke.
-bool read_body(const httplib::ContentReader& read, std::string& body) {
-  return read([&body](const char* data, size_t size) {
-    if (body.size() + size > kMaxBodyBytes) return false;
-    body.append(data, size);
-    return true;
-  });
-}
-
-// Whether the request's Content-Length is no byte count (-1, 1e3, abc): httplib reads such a
-// header as a huge length (413) or as its leading digits (1e3: one byte), so the answer would
-// not name the real fault.
-bool bad_content_length(const httplib::Request& req) {
-  const std::string length = req.get_header_value("Content-Length");
-  return !length.empty() && length.find_first_not_of("0123456789") != std::string::npos;
-}
-
-// What a 4xx / 5xx that httplib answers itself (before any route runs) means, for its JSON body.
-std::string status_message(const httplib::Request& req, int status) {
-  if ((status == 400 || status == 413) && bad_content_length(req)) {
-    return "the Content-Length header '" + req.get_header_value("Content-Length").substr(0, 40) +
-           "' is not a byte count";
-  }
-  switch (status) {
-    case 400: return "malformed HTTP request";
-    case 404: return "no route " + req.method + " " + req.path;
-    case 405: return "method " + req.method + " is not allowed on " + req.path;
-    case 413: return str("the request body exceeds ", kMaxBodyBytes >> 20, " MiB (or its connection broke)");
-    case 414: return "the request URI is too long";
-    default: return str("HTTP status ", status);
-  }
-}
-
-// A TCP option set: address reuse, for a quick restart on the same port, and nothing more. (httplib's
-// default also sets SO_REUSEPORT, which lets a second server bind the same port silently and take
-// half of its connections.)
-void reuse_address(socket_t sock) {
-  const int yes = 1;
-  ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-}
-
-bool send_event(httplib::DataSink& sink, const std::string& data) {
-  const std::string event = "data: " + data + "\n\n";
-  return sink.write(event.data(), event.size());
-}
 
 }  // namespace
 
 struct HttpServer::Impl {
   Engine& engine;
   ServerOptions options;
-  httplib::Server http;
-  std::thread listener;
 
   std::mutex mutex;  // guards queue, in_flight, stopping
   std::condition_variable queued;
-  std::deque<std::pair<ServeRequest, std::shared_ptr<Reply>>> queue;
-  std::set<std::shared_ptr<Reply>> in_flight;  // taken by the engine, not finished
+  std::deque<std::pair<ServeRequest, std::shared_ptr<Generation>>> queue;
+  std::set<std::shared_ptr<Generation>> in_flight;  // taken by the engine, not finished
   bool stopping = false;
 
   std::atomic<uint64_t> next_id{0}, ok{0}, rejected{0}, aborted{0}, prompt_tokens{0}, completion_tokens{0};
 
-  // Generate responses still being written (a stream's events outlive its handler): serve() waits
-  // for them before it stops the HTTP side, so a stop never cuts a stream in flight.
-  int open_responses = 0;  // guarded by mutex
-  std::condition_variable responses_closed;
-  struct OpenResponse {
-    Impl& s;
-    explicit OpenResponse(Impl& server) : s(server) {
-      std::lock_guard lock(s.mutex);
-      ++s.open_responses;
-    }
-    ~OpenResponse() {
-      std::lock_guard lock(s.mutex);
-      --s.open_responses;
-      s.responses_closed.notify_all();
-    }
-  };
-
-  std::set<std::string> routed_paths;  // filled by routes(), then only read
   const int64_t started = static_cast<int64_t>(std::time(nullptr));  // /v1/models' "created"
   // Response ids are this server's random prefix and a counter: unique across restarts too.
   const std::string id_prefix = [] {
@@ -188,203 +140,166 @@ struct HttpServer::Impl {
     return std::string(hex);
   }();
 
-  Impl(Engine& e, ServerOptions o) : engine(e), options(std::move(o)) {}
+  // The POST routes: run on the transport's worker threads (they parse and tokenize bodies).
+  using PostHandler = std::function<void(const std::string& body, const std::shared_ptr<Exchange>& exchange)>;
+  std::map<std::string, PostHandler> post_routes;
+  const std::set<std::string> get_routes = {"/health", "/metrics", "/v1/models"};
 
-  void routes();
-  void generate(Endpoint endpoint, const std::string& body, httplib::Response& res);
-  bool take(size_t room, bool idle, std::vector<ServeRequest>& out);
-  void finished(const std::shared_ptr<Reply>& reply) {
-    std::lock_guard lock(mutex);
-    in_flight.erase(reply);
+  // Last: its threads call the members above, and it stops them before those go.
+  HttpTransport transport;
+
+  Impl(Engine& served, ServerOptions o)
+      : engine(served),
+        options(std::move(o)),
+        transport(
+            options, [this](HttpRequest&& request, std::shared_ptr<Exchange> exchange) {
+              route(std::move(request), std::move(exchange));
+            },
+            // What the transport refuses itself (malformed, oversized, no free connection).
+            [this](int status, const std::string& message) {
+              ++rejected;
+              return error_response(status, message);
+            }) {
+    for (const auto& [path, endpoint] : {std::pair{"/v1/completions", Endpoint::Completions},
+                                         std::pair{"/v1/chat/completions", Endpoint::ChatCompletions}}) {
+      post_routes[path] = [this, endpoint = endpoint](const std::string& body, const std::shared_ptr<Exchange>& ex) {
+        generate(endpoint, body, ex);
+      };
+    }
+    for (const auto& [path, answer] : {std::pair{"/tokenize", &tokenize_response},
+                                       std::pair{"/detokenize", &detokenize_response}}) {
+      post_routes[path] = [this, answer = answer](const std::string& body, const std::shared_ptr<Exchange>& ex) {
+        try {
+          ex->respond(json_response(answer(body, engine)));
+        } catch (const Error& e) {
+          ++rejected;
+          ex->respond(error_response(400, e.what()));
+        }
+      };
+    }
   }
-  std::string metrics();
+
+  HttpHeaders cors() const {
+    if (options.allowed_origin.empty()) return {};
+    return {{"Access-Control-Allow-Origin", options.allowed_origin}};
+  }
+  HttpResponse json_response(const json& body) const { return {200, "application/json", dump(body), cors()}; }
+  HttpResponse error_response(int status, const std::string& message) const {
+    const char* type = status == 404   ? "not_found_error"
+                       : status == 503 ? "unavailable"
+                       : status < 500  ? "invalid_request_error"
+                                       : "server_error";
+    return {status, "application/json", dump(error_body(message, type, status)), cors()};
+  }
   json model_entry() const {
     return {{"id", options.model_name}, {"object", "model"}, {"created", started}, {"owned_by", "jetengine"}};
   }
+
+  void route(HttpRequest&& request, const std::shared_ptr<Exchange>& exchange);
+  void generate(Endpoint endpoint, const std::string& body, const std::shared_ptr<Exchange>& exchange);
+  bool take(size_t room, bool idle, std::vector<ServeRequest>& out);
+  void finished(const std::shared_ptr<Generation>& generation) {
+    std::lock_guard lock(mutex);
+    in_flight.erase(generation);
+  }
+  std::string metrics();
 };
 
-// Whether `given` equals `expected`, in time that depends on their lengths only.
-bool same_key(const std::string& given, const std::string& expected) {
-  unsigned char diff = given.size() == expected.size() ? 0 : 1;
-  for (size_t i = 0; i < given.size(); ++i) diff |= given[i] ^ expected[i % std::max<size_t>(expected.size(), 1)];
-  return diff == 0 && !expected.empty();
-}
-
-void HttpServer::Impl::routes() {
-  http.new_task_queue = [] { return new httplib::ThreadPool(kHttpThreads); };
-  // Before any route: CORS headers (and preflight answers), then the API key of the /v1/ routes.
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!options.allowed_origin.empty()) res.set_header("Access-Control-Allow-Origin", options.allowed_origin);
-    if (req.method == "OPTIONS") {
-      res.status = 204;
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    if (!options.api_key.empty() && req.path.rfind("/v1/", 0) == 0 &&
-        !same_key(req.get_header_value("Authorization"), "Bearer " + options.api_key)) {
-      ++rejected;
-      respond_error(res, 401, "this server needs an API key: send 'Authorization: Bearer <key>'");
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-  http.set_payload_max_length(kMaxBodyBytes);
-  auto post = [this](const char* path, std::function<void(const std::string& body, httplib::Response&)> handle) {
-    routed_paths.insert(path);
-    http.Post(path, [this, handle = std::move(handle)](const httplib::Request& req, httplib::Response& res,
-                                                       const httplib::ContentReader& read) {
-      std::string body;
-      if (bad_content_length(req)) {
-        ++rejected;
-        return respond_error(res, 400, status_message(req, 400));
-      }
-      if (!read_body(read, body)) {
-        ++rejected;
-        return respond_error(res, 413, status_message(req, 413));
-      }
-      handle(body, res);
-    });
-  };
-  for (const auto& [path, endpoint] : {std::pair{"/v1/completions", Endpoint::Completions},
-                                       std::pair{"/v1/chat/completions", Endpoint::ChatCompletions}}) {
-    post(path, [this, endpoint = endpoint](const std::string& body, httplib::Response& res) {
-      generate(endpoint, body, res);
-    });
+// On a connection's thread: answers what needs no work at once, hands POST bodies to the workers.
+void HttpServer::Impl::route(HttpRequest&& request, const std::shared_ptr<Exchange>& exchange) {
+  const std::string& path = request.path;
+  // CORS preflights first, then the API key of the /v1/ routes.
+  if (request.method == "OPTIONS") {
+    HttpResponse preflight{204, "", "", cors()};
+    preflight.headers.emplace_back("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    preflight.headers.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
+    return exchange->respond(std::move(preflight));
   }
-  // The tokenizer's answers need no engine step: they are made on the connection's thread.
-  auto tokenizer_route = [this, &post](const char* path, nlohmann::json (*answer)(const std::string&, const Engine&)) {
-    post(path, [this, answer](const std::string& body, httplib::Response& res) {
-      try {
-        res.set_content(dump(answer(body, engine)), "application/json");
-      } catch (const Error& e) {
-        ++rejected;
-        respond_error(res, 400, e.what());
+  if (!options.api_key.empty() && path.rfind("/v1/", 0) == 0 &&
+      !same_key(request.header("Authorization"), "Bearer " + options.api_key)) {
+    ++rejected;
+    return exchange->respond(error_response(401, "this server needs an API key: send 'Authorization: Bearer <key>'"));
+  }
+  const std::string models_prefix = "/v1/models/";
+  const bool model_path = path.size() > models_prefix.size() && path.rfind(models_prefix, 0) == 0;
+  if (request.method == "GET" || request.method == "HEAD") {
+    if (path == "/health") return exchange->respond({200, "application/json", R"({"status":"ok"})", cors()});
+    if (path == "/metrics") return exchange->respond({200, "text/plain; version=0.0.4", metrics(), cors()});
+    if (path == "/v1/models") {
+      return exchange->respond(json_response({{"object", "list"}, {"data", json::array({model_entry()})}}));
+    }
+    if (model_path) {
+      const std::string id = path.substr(models_prefix.size());
+      if (id != options.model_name) {
+        return exchange->respond(error_response(404, "the model '" + id.substr(0, 200) + "' does not exist"));
       }
-    });
-  };
-  tokenizer_route("/tokenize", tokenize_response);
-  tokenizer_route("/detokenize", detokenize_response);
-  auto get = [this](const char* path, httplib::Server::Handler handler) {
-    routed_paths.insert(path);
-    http.Get(path, std::move(handler));
-  };
-  get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(dump({{"object", "list"}, {"data", json::array({model_entry()})}}), "application/json");
-  });
-  http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-    if (req.matches[1] != options.model_name) {
-      return respond_error(res, 404, "the model '" + req.matches[1].str().substr(0, 200) + "' does not exist");
+      return exchange->respond(json_response(model_entry()));
     }
-    res.set_content(dump(model_entry()), "application/json");
-  });
-  get("/health", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"status":"ok"})", "application/json");
-  });
-  get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics(), "text/plain; version=0.0.4");
-  });
-  // Every error gets a JSON body; a routed path asked with another method is a 405.
-  http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 404 && routed_paths.count(req.path)) res.status = 405;
-    if (res.status == 413 && bad_content_length(req)) res.status = 400;
-    respond_error(res, res.status, status_message(req, res.status));
-  });
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr e) {
-    std::string message = "internal error";
-    try {
-      if (e) std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      message = ex.what();
-    } catch (...) {
+  }
+  if (request.method == "POST") {
+    const auto it = post_routes.find(path);
+    if (it != post_routes.end()) {
+      return transport.offload([this, handle = it->second, body = std::move(request.body), exchange] {
+        try {
+          handle(body, exchange);
+        } catch (const std::exception& e) {
+          exchange->respond(error_response(500, e.what()));
+        }
+      });
     }
-    respond_error(res, 500, message);
-  });
+  }
+  if (get_routes.count(path) || model_path || post_routes.count(path)) {
+    return exchange->respond(error_response(405, "method " + request.method + " is not allowed on " + path));
+  }
+  exchange->respond(error_response(404, "no route " + request.method + " " + path.substr(0, 200)));
 }
 
-void HttpServer::Impl::generate(Endpoint endpoint, const std::string& body, httplib::Response& res) {
-  const auto open = std::make_shared<OpenResponse>(*this);
+void HttpServer::Impl::generate(Endpoint endpoint, const std::string& body, const std::shared_ptr<Exchange>& exchange) {
   ParsedRequest parsed;
   try {
     parsed = parse_request(endpoint, body, engine, options.defaults);
-    // Tokenized here, on this connection's thread (Tokenizer::encode is thread-safe): on the engine
-    // thread a long text prompt would hold up every request decoding there.
+    // Tokenized here, on a worker thread (Tokenizer::encode is thread-safe): on the engine thread
+    // a long text prompt would hold up every request decoding there.
     if (const auto* text = std::get_if<std::string>(&parsed.prompt)) parsed.prompt = engine.tokenizer().encode(*text);
   } catch (const Error& e) {
     ++rejected;
-    return respond_error(res, 400, e.what());
+    return exchange->respond(error_response(400, e.what()));
   }
   if (parsed.model && *parsed.model != options.model_name) {
     ++rejected;
-    return respond_error(res, 404, "the model '" + parsed.model->substr(0, 200) + "' does not exist; this server serves '" +
-                                       options.model_name + "'");
+    return exchange->respond(error_response(404, "the model '" + parsed.model->substr(0, 200) +
+                                                     "' does not exist; this server serves '" + options.model_name +
+                                                     "'"));
   }
-  auto reply = std::make_shared<Reply>();
+  const std::string id =
+      (endpoint == Endpoint::Completions ? "cmpl-" : "chatcmpl-") + id_prefix + "-" + std::to_string(next_id++);
+  auto generation = std::make_shared<Generation>(
+      exchange, parsed, endpoint, id, options.model_name, cors(),
+      [this](int status, const std::string& message) { return error_response(status, message); });
   ServeRequest request;
   request.prompt = std::move(parsed.prompt);
   request.params = parsed.params;
-  if (parsed.stream) request.on_text = [reply](const std::string& text) { reply->text(text); };
-  request.cancelled = [reply] { return reply->abandoned(); };
-  // The counts first, then the reply: whoever the reply wakes sees metrics that include it.
-  request.on_output = [this, reply](GenerationOutput&& out) {
+  if (parsed.stream) request.on_text = [generation](const std::string& text) { generation->text(text); };
+  request.cancelled = [generation] { return generation->gone(); };
+  // The counts first, then the answer: whoever it reaches sees metrics that include it.
+  request.on_output = [this, generation](GenerationOutput&& out) {
     ++(out.finish_reason == "abort" ? aborted : ok);
     prompt_tokens += out.prompt_len;
     completion_tokens += out.completion_ids.size();
-    finished(reply);
-    reply->output(std::move(out));
+    finished(generation);
+    generation->output(out);
   };
-  request.on_error = [this, reply](const std::string& error) {
+  request.on_error = [this, generation](const std::string& error) {
     ++rejected;
-    finished(reply);
-    reply->fail(error, 400);
+    finished(generation);
+    generation->fail(error, 400);
   };
   {
     std::lock_guard lock(mutex);
-    if (stopping) return respond_error(res, 503, "the server is shutting down");
-    queue.emplace_back(std::move(request), reply);
+    if (stopping) return exchange->respond(error_response(503, "the server is shutting down"));
+    queue.emplace_back(std::move(request), generation);
   }
   queued.notify_one();
-
-  const std::string id =
-      (endpoint == Endpoint::Completions ? "cmpl-" : "chatcmpl-") + id_prefix + "-" + std::to_string(next_id++);
-  const int64_t created = static_cast<int64_t>(std::time(nullptr));
-  // A streamed response too waits for its first event, so a request the engine rejects still gets
-  // its 4xx status rather than an event stream. (Without on_text the first event is the end.)
-  std::vector<std::string> texts;
-  const bool done = reply->wait(texts);
-  if (done && reply->failed()) return respond_error(res, reply->status(), reply->error());
-  if (!parsed.stream) {
-    res.set_content(dump(completion_response(endpoint, id, created, options.model_name, reply->output())),
-                    "application/json");
-    return;
-  }
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [this, open, reply, endpoint, id, created, texts = std::move(texts), done = done,
-       include_usage = parsed.include_usage, first = true](size_t, httplib::DataSink& sink) mutable {
-        for (const std::string& text : texts) {
-          if (!send_event(sink, dump(stream_chunk(endpoint, id, created, options.model_name, text, "", first)))) {
-            reply->abandon();  // the client left: the engine stops decoding for it
-            return false;
-          }
-          first = false;
-        }
-        texts.clear();
-        if (done) {
-          const std::string reason = reply->failed() ? "error" : reply->output().finish_reason;
-          send_event(sink, dump(stream_chunk(endpoint, id, created, options.model_name, "", reason, first)));
-          if (include_usage && !reply->failed()) {
-            send_event(sink, dump(usage_chunk(endpoint, id, created, options.model_name, reply->output())));
-          }
-          send_event(sink, "[DONE]");
-          sink.done();
-          return true;
-        }
-        done = reply->wait(texts);
-        return true;
-      });
 }
 
 bool HttpServer::Impl::take(size_t room, bool idle, std::vector<ServeRequest>& out) {
@@ -426,39 +341,14 @@ std::string HttpServer::Impl::metrics() {
 }
 
 HttpServer::HttpServer(Engine& engine, ServerOptions options)
-    : impl_(std::make_unique<Impl>(engine, std::move(options))) {
-  impl_->routes();
-}
+    : impl_(std::make_unique<Impl>(engine, std::move(options))) {}
 
 HttpServer::~HttpServer() {
   stop();
-  impl_->http.stop();
-  if (impl_->listener.joinable()) impl_->listener.join();
+  impl_->transport.close();
 }
 
-int HttpServer::listen() {
-  Impl& s = *impl_;
-  // cpp-httplib listens with a backlog of 5, compiled into the library: a burst of clients
-  // connecting at once overflows it, and some get their connection reset (2 of 2,000 requests
-  // from 128 clients on the H200, 2026-12-01). So the listening socket is caught as httplib
-  // creates it (the last socket made before the accept loop starts) and listen() is called on
-  // it again with the system's maximum backlog, which a listening socket accepts.
-  int listening_socket = -1;
-  s.http.set_socket_options([&listening_socket](socket_t sock) {
-    reuse_address(sock);
-    listening_socket = sock;
-  });
-  const int port = s.options.port == 0 ? s.http.bind_to_any_port(s.options.host)
-                   : s.http.bind_to_port(s.options.host, s.options.port) ? s.options.port
-                                                                          : -1;
-  JET_CHECK(port > 0, "cannot listen on ", s.options.host, ":", s.options.port,
-            " (in use, or not an address of this machine)");
-  JET_CHECK(listening_socket >= 0 && ::listen(listening_socket, SOMAXCONN) == 0,
-            "cannot raise the listen backlog of ", s.options.host, ":", port);
-  s.http.set_socket_options(reuse_address);
-  s.listener = std::thread([&s] { s.http.listen_after_bind(); });
-  return port;
-}
+int HttpServer::listen() { return impl_->transport.listen(); }
 
 void HttpServer::serve() {
   Impl& s = *impl_;
@@ -468,16 +358,15 @@ void HttpServer::serve() {
   } catch (const std::exception& e) {
     // The engine failed (e.g. a device error): answer everyone still waiting, then report it.
     std::lock_guard lock(s.mutex);
-    for (const std::shared_ptr<Reply>& reply : s.in_flight) reply->fail(str("the engine failed: ", e.what()), 500);
+    for (const std::shared_ptr<Generation>& generation : s.in_flight) {
+      generation->fail(str("the engine failed: ", e.what()), 500);
+    }
     s.in_flight.clear();
     throw;
   }
-  // Every request is answered; let the responses still being written finish (a client that stops
-  // reading is cut off by httplib's write timeout, and by this bound at the latest).
-  std::unique_lock lock(s.mutex);
-  s.responses_closed.wait_for(lock, std::chrono::seconds(30), [&s] { return s.open_responses == 0; });
-  lock.unlock();
-  s.http.stop();
+  // Every request is answered; the answers still being written finish (a client that stops
+  // reading is dropped by the write deadline or the cap on unsent bytes), then the HTTP side stops.
+  s.transport.shutdown(kShutdownGrace);
 }
 
 void HttpServer::stop() {
@@ -485,7 +374,7 @@ void HttpServer::stop() {
   {
     std::lock_guard lock(s.mutex);
     s.stopping = true;
-    for (auto& [request, reply] : s.queue) reply->fail("the server is shutting down", 503);
+    for (auto& [request, generation] : s.queue) generation->fail("the server is shutting down", 503);
     s.queue.clear();
   }
   s.queued.notify_all();

@@ -1,7 +1,7 @@
-// `jetengine serve`: an OpenAI-compatible HTTP server over one Engine. HTTP requests are read on a
-// pool of threads (cpp-httplib) and queued; the engine runs on the thread that calls serve(),
-// taking queued requests into its running batch before every step (Engine::serve: continuous
-// batching) and handing each one's text and output back to the thread that waits for it.
+// `jetengine serve`: an OpenAI-compatible HTTP server over one Engine. HTTP requests are read
+// asynchronously (HttpTransport, http_transport.h) and queued; the engine runs on the thread that
+// calls serve(), taking queued requests into its running batch before every step (Engine::serve:
+// continuous batching) and handing each one's text and output to its connection's Exchange.
 //
 // Endpoints: POST /v1/completions, POST /v1/chat/completions (both with "stream": true for
 // server-sent events, one event per step that commits text), GET /v1/models[/{id}], POST
@@ -10,6 +10,7 @@
 // Optional bearer-key authentication of the /v1/ routes; CORS headers and preflight answers.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -25,6 +26,11 @@ struct ServerOptions {
   SamplingParams defaults;  // for the fields a request leaves out
   std::string api_key;      // when set, /v1/ routes need "Authorization: Bearer <api_key>" (else 401)
   std::string allowed_origin = "*";  // CORS: Access-Control-Allow-Origin of every answer; "" = none
+  // Against clients that hold connections without using them:
+  double read_timeout = 30;   // seconds to send one request, header and body; then the connection closes
+  double write_timeout = 30;  // seconds a write may wait for the client to take bytes; then it is dropped
+  int max_connections = 512;  // open at most; a newcomer then evicts the longest-waiting reader, else 503
+  size_t max_pending_bytes = size_t{1} << 20;  // a stream's bytes the client has not taken; more: dropped
 };
 
 class HttpServer {

@@ -1,7 +1,7 @@
 """`jetengine serve` as a process: it prints the port it picked (--port 0), answers an OpenAI chat
-request with the demo model on the CPU, Ctrl-C (SIGINT) stops it with exit code 0, and SIGTERM lets
-a stream in flight finish. Skipped when the binary (jet_test_utils.CLI) was built without the
-server."""
+request with the demo model on the CPU, Ctrl-C (SIGINT) stops it with exit code 0, SIGTERM lets
+a stream in flight finish, and bad connection limits are refused. Skipped when the binary
+(jet_test_utils.CLI) was built without the server."""
 import json
 import re
 import signal
@@ -11,14 +11,18 @@ import urllib.request
 
 import pytest
 
-from jet_test_utils import CLI, REPO
+from jet_test_utils import CLI, REPO, run_cli
 
 MODEL = REPO / "models" / "sdar-tiny-arith"
 
 
-def start_server(*flags):
+def skip_without_server():
     if b"serve" not in subprocess.run([str(CLI), "--help"], capture_output=True, timeout=60).stdout:
         pytest.skip("built without the HTTP server")
+
+
+def start_server(*flags):
+    skip_without_server()
     proc = subprocess.Popen([str(CLI), "serve", "--device", "cpu", "--port", "0", "--kv-cache-mb", "64", *flags],
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
@@ -74,3 +78,15 @@ def test_sigterm_lets_a_stream_in_flight_finish():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--read-timeout", "0"], "--read-timeout must be in (0, 86400] seconds, got 0"),
+    (["--write-timeout", "-1"], "--write-timeout must be in (0, 86400] seconds, got -1"),
+    (["--max-connections", "0"], "--max-connections must be at least 1, got 0"),
+])
+def test_bad_connection_limits_are_refused(flags, message):
+    skip_without_server()
+    result = run_cli(["serve", "--model", MODEL, "--device", "cpu", "--port", "0", *flags])
+    assert result.returncode != 0
+    assert message in result.stderr

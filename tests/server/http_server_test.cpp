@@ -1,16 +1,20 @@
 // `jetengine serve` in-process: an HttpServer on a free port over the demo model (CPU), driven
 // through HTTP. Answers match the engine's own decode, streamed deltas add up to the text,
 // concurrent requests all finish, bad requests get a JSON 4xx while the server keeps serving,
-// and the metrics count what happened.
+// and the metrics count what happened. Hostile clients (slow senders, pipelining, oversized or
+// malformed requests, more connections than the bound, streams nobody reads) cannot lock out the
+// others.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -25,15 +29,97 @@
 namespace {
 
 using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+Clock::time_point after(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// A raw TCP connection to a server, for what httplib cannot send: malformed, slow or pipelined
+// requests, and a client that stops reading.
+class RawConnection {
+ public:
+  // receive_buffer > 0: a small socket receive buffer, so that unread bytes back up quickly.
+  explicit RawConnection(int port, int receive_buffer = 0) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    if (receive_buffer > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  }
+  ~RawConnection() { ::close(fd_); }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  void send(const std::string& bytes) {
+    EXPECT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  }
+  // What the server sends until it closes the connection (or `seconds` pass).
+  std::string read_all(double seconds = 10) {
+    std::string answer;
+    const auto deadline = after(seconds);
+    while (read_some(answer, deadline) > 0) {
+    }
+    return answer;
+  }
+  // One response: up to its header's end and Content-Length bytes of body.
+  std::string read_response(double seconds = 10) {
+    std::string answer;
+    const auto deadline = after(seconds);
+    for (;;) {
+      const size_t end = answer.find("\r\n\r\n");
+      if (end != std::string::npos) {
+        const size_t at = answer.find("Content-Length: ");
+        const size_t length = at < end ? std::stoul(answer.substr(at + 16)) : 0;
+        if (answer.size() >= end + 4 + length) return answer;
+      }
+      if (read_some(answer, deadline) <= 0) return answer;
+    }
+  }
+  // Whether the server closed the connection within `seconds` (what it sent first is dropped).
+  bool closed_within(double seconds) {
+    std::string ignored;
+    const auto deadline = after(seconds);
+    for (ssize_t n; (n = read_some(ignored, deadline)) != -2;) {
+      if (n <= 0) return true;
+      ignored.clear();
+    }
+    return false;
+  }
+
+ private:
+  // Appends what comes before `deadline`; returns the byte count, 0 at the end of the stream,
+  // -1 on an error (a reset), -2 when the deadline passed.
+  ssize_t read_some(std::string& into, Clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd p{fd_, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return -2;
+    char buffer[16384];
+    const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+    if (n > 0) into.append(buffer, n);
+    return n < 0 ? -1 : n;
+  }
+
+  const int fd_;
+};
+
+// The demo model on the CPU.
+jet::Engine* demo_engine(int64_t kv_cache_bytes) {
+  jet::EngineOptions o;
+  o.model = std::string(JET_REPO_DIR) + "/models/sdar-tiny-arith";
+  o.device = "cpu";
+  o.kv_cache_memory_bytes = kv_cache_bytes;
+  return new jet::Engine(o);
+}
 
 class Served : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    jet::EngineOptions o;
-    o.model = std::string(JET_REPO_DIR) + "/models/sdar-tiny-arith";
-    o.device = "cpu";
-    o.kv_cache_memory_bytes = int64_t{64} << 20;
-    engine_ = new jet::Engine(o);
+    engine_ = demo_engine(int64_t{64} << 20);
     jet::server::ServerOptions options;
     options.port = 0;
     options.model_name = "demo";
@@ -64,20 +150,9 @@ class Served : public ::testing::Test {
   // Sends `request` as raw bytes on a new connection; returns what the server answers until it
   // closes the connection (or 10 s pass).
   static std::string raw_exchange(const std::string& request) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<uint16_t>(port_));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-    const timeval timeout{10, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    EXPECT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
-    std::string answer;
-    char buffer[4096];
-    for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) answer.append(buffer, n);
-    ::close(fd);
-    return answer;
+    RawConnection connection(port_);
+    connection.send(request);
+    return connection.read_all();
   }
   static json chat(const std::string& question) {
     return {{"messages", {{{"role", "user"}, {"content", question}}}}, {"temperature", 0}, {"max_tokens", 16}};
@@ -341,7 +416,209 @@ TEST_F(Served, MetricsCountRequests) {
   EXPECT_EQ(m.find("jetengine_completion_tokens_total 0\n"), std::string::npos) << m;
 }
 
+TEST_F(Served, ManySlowClientsDoNotLockOutTheOthers) {
+  // Each sends the start of a request and then nothing, as a slowloris attacker does.
+  std::vector<std::unique_ptr<RawConnection>> slow;
+  for (int i = 0; i < 300; ++i) {
+    slow.push_back(std::make_unique<RawConnection>(port_));
+    slow.back()->send("GET /health HTTP/1.1\r\nHo");
+  }
+  const auto start = Clock::now();
+  auto health = client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_LT(seconds_since(start), 1.0);
+  EXPECT_EQ(post("/v1/chat/completions", chat("What is 12 + 30?"))["choices"][0]["message"]["content"], "42");
+}
+
+TEST_F(Served, PipelinedRequestsAreAllAnsweredInOrder) {
+  const std::string tokenize = R"({"prompt": "What is 1 + 1?"})";
+  RawConnection connection(port_);
+  connection.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+                  "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+                  std::to_string(tokenize.size()) + "\r\n\r\n" + tokenize +
+                  "GET /v1/models/demo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  const std::string answers = connection.read_all();
+  size_t at = 0;
+  for (const char* expected : {R"({"status":"ok"})", R"("tokens":)", R"("owned_by":"jetengine")"}) {
+    const size_t status = answers.find("HTTP/1.1 200 OK\r\n", at);
+    ASSERT_NE(status, std::string::npos) << answers;
+    at = answers.find(expected, status);
+    ASSERT_NE(at, std::string::npos) << expected << " in " << answers;
+  }
+  EXPECT_EQ(answers.find("HTTP/1.1", at), std::string::npos) << answers;
+}
+
+TEST_F(Served, AnOversizedHeaderIs431) {
+  const std::string answer =
+      raw_exchange("GET /health HTTP/1.1\r\nHost: x\r\nX-Padding: " + std::string(100000, 'a') + "\r\n\r\n");
+  EXPECT_EQ(answer.rfind("HTTP/1.1 431 ", 0), 0u) << answer.substr(0, 200);
+  EXPECT_NE(answer.find("the request header exceeds 64 KiB"), std::string::npos) << answer;
+}
+
+TEST_F(Served, ABodyOverTheLimitIs413BeforeItIsSent) {
+  RawConnection connection(port_);
+  connection.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 17000000\r\n\r\n");
+  const std::string answer = connection.read_response();
+  EXPECT_EQ(answer.rfind("HTTP/1.1 413 ", 0), 0u) << answer;
+  EXPECT_NE(answer.find("the request body exceeds 16 MiB"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("Connection: close"), std::string::npos) << answer;
+}
+
+TEST_F(Served, MalformedRequestsGet400WithTheReason) {
+  for (const char* request : {"GET /health HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n", "\x01\x02 hello\r\n\r\n",
+                              "GET  /health HTTP/1.1\r\n\r\n"}) {
+    const std::string answer = raw_exchange(request);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 400 ", 0), 0u) << request << ": " << answer;
+    const size_t body = answer.find("\r\n\r\n");
+    ASSERT_NE(body, std::string::npos) << answer;
+    EXPECT_EQ(json::parse(answer.substr(body + 4))["error"]["message"].get<std::string>().rfind(
+                  "malformed HTTP request: ", 0),
+              0u)
+        << answer;
+  }
+  auto health = client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
 }  // namespace
+
+// Servers with tight limits, over one engine of their own (the Served server keeps the defaults).
+class Limits : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { engine_ = demo_engine(int64_t{64} << 20); }
+  static void TearDownTestSuite() { delete engine_; }
+  static jet::server::ServerOptions options() {
+    jet::server::ServerOptions o;
+    o.port = 0;
+    o.model_name = "demo";
+    return o;
+  }
+  // A server whose engine runs (serve()) until the object goes.
+  struct Running {
+    jet::server::HttpServer server;
+    int port;
+    std::thread engine_thread;
+    explicit Running(const jet::server::ServerOptions& o)
+        : server(*engine_, o), port(server.listen()), engine_thread([this] { server.serve(); }) {}
+    ~Running() {
+      server.stop();
+      engine_thread.join();
+    }
+  };
+  static httplib::Client client(int port) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+  static jet::Engine* engine_;
+};
+
+jet::Engine* Limits::engine_ = nullptr;
+
+TEST_F(Limits, ASlowSenderIsClosedAtTheReadDeadline) {
+  jet::server::ServerOptions o = options();
+  o.read_timeout = 1;
+  jet::server::HttpServer server(*engine_, o);
+  const int port = server.listen();
+  // A byte every 200 ms never finishes a header; the deadline covers the whole request.
+  RawConnection slow(port);
+  const auto start = Clock::now();
+  const std::string request = "GET /health HTTP/1.1\r\nHost: x\r\n";
+  bool closed = false;
+  for (size_t i = 0; i < request.size() && !closed; ++i) {
+    slow.send(request.substr(i, 1));
+    closed = slow.closed_within(0.2);
+  }
+  EXPECT_TRUE(closed || slow.closed_within(2));
+  EXPECT_GT(seconds_since(start), 0.9);
+  EXPECT_LT(seconds_since(start), 3.0);
+}
+
+TEST_F(Limits, AtTheConnectionBoundTheLongestWaitingReaderMakesRoom) {
+  jet::server::ServerOptions o = options();
+  o.max_connections = 8;
+  jet::server::HttpServer server(*engine_, o);
+  const int port = server.listen();
+  std::vector<std::unique_ptr<RawConnection>> slow;
+  for (int i = 0; i < 8; ++i) {
+    slow.push_back(std::make_unique<RawConnection>(port));
+    slow.back()->send("GET /health HTTP/1.1\r\nHo");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // an order of arrival
+  }
+  auto health = client(port).Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_TRUE(slow.front()->closed_within(2));   // the one waiting longest
+  EXPECT_FALSE(slow.back()->closed_within(0.2));  // the newest slow client is still there
+  // Past the bound, ordinary requests keep being answered.
+  for (int i = 0; i < 20; ++i) {
+    auto again = client(port).Get("/health");
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->status, 200);
+  }
+}
+
+TEST_F(Limits, WhenEveryConnectionIsBusyANewcomerGets503) {
+  jet::server::ServerOptions o = options();
+  o.max_connections = 1;
+  jet::server::HttpServer server(*engine_, o);  // never serve()d: its one request stays queued
+  const int port = server.listen();
+  RawConnection busy(port);
+  const std::string body = R"({"prompt": "1 + 1 =", "max_tokens": 4})";
+  busy.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+            "\r\n\r\n" + body);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // read and queued
+  RawConnection newcomer(port);
+  newcomer.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  const std::string answer = newcomer.read_response();
+  EXPECT_EQ(answer.rfind("HTTP/1.1 503 ", 0), 0u) << answer;
+  EXPECT_NE(answer.find("every connection is busy (--max-connections 1)"), std::string::npos) << answer;
+}
+
+TEST_F(Limits, AStreamNobodyReadsIsDroppedWhileOthersAreServed) {
+  jet::server::ServerOptions o = options();
+  o.max_pending_bytes = 16 << 10;  // the write deadline (30 s) does not come into it
+  Running running(o);
+  // Asks for a long stream through a small receive buffer, and never reads it.
+  RawConnection reader_gone(running.port, 4096);
+  const std::string body =
+      json{{"prompt", "12 + 30 ="}, {"max_tokens", 8192}, {"ignore_eos", true}, {"stream", true}}.dump();
+  reader_gone.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+                   "\r\n\r\n" + body);
+  auto answer = client(running.port).Post(
+      "/v1/chat/completions",
+      json{{"messages", {{{"role", "user"}, {"content", "What is 12 + 30?"}}}}, {"temperature", 0}}.dump(),
+      "application/json");
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(json::parse(answer->body)["choices"][0]["message"]["content"], "42");
+  // The stalled stream is cut off and its request aborted well before 8,192 tokens.
+  std::string m;
+  for (int i = 0; i < 300 && m.find("jetengine_requests_total{outcome=\"aborted\"} 1") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto res = client(running.port).Get("/metrics");
+    ASSERT_TRUE(res);
+    m = res->body;
+  }
+  EXPECT_NE(m.find("jetengine_requests_total{outcome=\"aborted\"} 1"), std::string::npos) << m;
+  EXPECT_TRUE(reader_gone.closed_within(5));
+}
+
+TEST_F(Limits, StopIsPromptWithSlowClientsConnected) {
+  auto running = std::make_unique<Running>(options());
+  std::vector<std::unique_ptr<RawConnection>> slow;
+  for (int i = 0; i < 100; ++i) {
+    slow.push_back(std::make_unique<RawConnection>(running->port));
+    slow.back()->send("POST /v1/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n{");
+  }
+  auto health = client(running->port).Get("/health");
+  ASSERT_TRUE(health);
+  const auto start = Clock::now();
+  running.reset();
+  EXPECT_LT(seconds_since(start), 2.0);
+  EXPECT_TRUE(slow.front()->closed_within(1));
+}
 
 // A second server over its own engine, never serve()d: authentication and CORS are answered
 // before any request reaches the engine.
