@@ -579,7 +579,7 @@ TEST_F(Limits, WhenEveryConnectionIsBusyANewcomerGets503) {
 
 TEST_F(Limits, AStreamNobodyReadsIsDroppedWhileOthersAreServed) {
   jet::server::ServerOptions o = options();
-  o.max_pending_bytes = 16 << 10;  // the write deadline (30 s) does not come into it
+  o.max_pending_bytes = 4 << 10;  // the write deadline (30 s) does not come into it
   Running running(o);
   // Asks for a long stream through a small receive buffer, and never reads it.
   RawConnection reader_gone(running.port, 4096);
