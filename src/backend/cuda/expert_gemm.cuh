@@ -76,6 +76,43 @@ __device__ __forceinline__ void load_chunk(bf16* dst, const bf16* src, int64_t v
   }
 }
 
+// Shared weight row of the warp's n-tile nt (4 n-tiles of 8 rows each): gate/up takes 16 gate rows
+// and the 16 up rows of the same columns, down 32 consecutive rows.
+template <Product kProduct>
+__device__ __forceinline__ int n_tile_row(int warp, int nt) {
+  if constexpr (kProduct == Product::GateUp) return (nt / 2) * kHiddenCols + warp * 16 + (nt % 2) * 8;
+  return warp * 32 + nt * 8;
+}
+
+// acc[mt][nt] += the warp's kLive m-tiles of the stage's A rows (a_rows: the warp's first row) times
+// its four n-tiles of weight rows, over the stage's kStageK elements of k.
+template <int kLive, Product kProduct, int kMTiles>
+__device__ __forceinline__ void multiply_stage_tiles(const bf16* a_rows, const bf16* w_tile,
+                                                     float (&acc)[kMTiles][4][4]) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4;
+#pragma unroll
+  for (int k32 = 0; k32 < kStageK; k32 += 32) {
+    uint32_t a[kLive][2][4];
+#pragma unroll
+    for (int mt = 0; mt < kLive; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        ldmatrix_x4(a[mt][h], a_rows + (mt * 16 + lane % 16) * kLd + k32 + h * 16 + (lane / 16) * 8);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      uint32_t b[4];
+      ldmatrix_x4(b, w_tile + (n_tile_row<kProduct>(warp, nt) + lane % 8) * kLd + k32 + (lane / 8) * 8);
+#pragma unroll
+      for (int mt = 0; mt < kLive; ++mt) {
+        mma_bf16(acc[mt][nt], a[mt][0], b[0], b[1]);
+        mma_bf16(acc[mt][nt], a[mt][1], b[2], b[3]);
+      }
+    }
+  }
+}
+
 template <int kRows, Product kProduct, bool kVector>
 __global__ void __launch_bounds__(TileShape<kRows>::kThreads) expert_gemm_kernel(ExpertGemmArgs p) {
   using Shape = TileShape<kRows>;
@@ -137,15 +174,19 @@ __global__ void __launch_bounds__(TileShape<kRows>::kThreads) expert_gemm_kernel
     }
   };
 
-  // The warp's four n-tiles of 8 weight rows: gate/up takes 16 gate rows and the 16 up rows of the
-  // same columns, down 32 consecutive rows.
-  auto n_tile_row = [&](int nt) {
-    if constexpr (kProduct == Product::GateUp) return (nt / 2) * kHiddenCols + warp * 16 + (nt % 2) * 8;
-    return warp * 32 + nt * 8;
-  };
   float acc[kMTiles][4][4] = {};
-  // The warp's m-tiles that hold routes: the products skip the rest (a tile is seldom full).
+  // The warp's m-tiles that hold routes: the products skip the rest (a tile is seldom full). The
+  // count picks an instantiation of the stage's products, so each runs as straight-line code.
   const int live_m_tiles = min(kMTiles, max(0, (rows - warp_row0 + 15) / 16));
+  auto multiply_stage = [&](const bf16* a_tile, const bf16* w_tile) {
+    switch (live_m_tiles) {
+      case 0: return;
+      case 1: return multiply_stage_tiles<1, kProduct>(a_tile + warp_row0 * kLd, w_tile, acc);
+      case 2: return multiply_stage_tiles<(2 < kMTiles ? 2 : kMTiles), kProduct>(a_tile + warp_row0 * kLd, w_tile, acc);
+      case 3: return multiply_stage_tiles<(3 < kMTiles ? 3 : kMTiles), kProduct>(a_tile + warp_row0 * kLd, w_tile, acc);
+      default: return multiply_stage_tiles<kMTiles, kProduct>(a_tile + warp_row0 * kLd, w_tile, acc);
+    }
+  };
 
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < num_k) load_stage(s);
@@ -156,32 +197,7 @@ __global__ void __launch_bounds__(TileShape<kRows>::kThreads) expert_gemm_kernel
     __syncthreads();  // stage kt is in; every warp is done with the slot the next load overwrites
     if (kt + kStages - 1 < num_k) load_stage(kt + kStages - 1);
     cp_async_commit();
-    const bf16* a_tile = a_tiles + (kt % kStages) * kRows * kLd;
-    const bf16* w_tile = w_tiles + (kt % kStages) * kWeightRows * kLd;
-    if (live_m_tiles == 0) continue;
-#pragma unroll
-    for (int k32 = 0; k32 < kStageK; k32 += 32) {
-      uint32_t a[kMTiles][2][4];
-#pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
-        if (mt >= live_m_tiles) break;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          ldmatrix_x4(a[mt][h], a_tile + (warp_row0 + mt * 16 + lane % 16) * kLd + k32 + h * 16 + (lane / 16) * 8);
-        }
-      }
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        uint32_t b[4];
-        ldmatrix_x4(b, w_tile + (n_tile_row(nt) + lane % 8) * kLd + k32 + (lane / 8) * 8);
-#pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-          if (mt >= live_m_tiles) break;
-          mma_bf16(acc[mt][nt], a[mt][0], b[0], b[1]);
-          mma_bf16(acc[mt][nt], a[mt][1], b[2], b[3]);
-        }
-      }
-    }
+    multiply_stage(a_tiles + (kt % kStages) * kRows * kLd, w_tiles + (kt % kStages) * kWeightRows * kLd);
   }
   cp_async_wait<0>();
 
@@ -212,7 +228,7 @@ __global__ void __launch_bounds__(TileShape<kRows>::kThreads) expert_gemm_kernel
         float* dst = p.route_out + int64_t{route} * H;
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
-          const int64_t col = int64_t{col_block} * kWeightRows + n_tile_row(nt) + 2 * (lane % 4);
+          const int64_t col = int64_t{col_block} * kWeightRows + n_tile_row<kProduct>(warp, nt) + 2 * (lane % 4);
           const float o0 = weight * acc[mt][nt][half * 2], o1 = weight * acc[mt][nt][half * 2 + 1];
           if (kVector && col + 1 < H) {
             *reinterpret_cast<float2*>(dst + col) = make_float2(o0, o1);
