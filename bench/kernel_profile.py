@@ -21,7 +21,7 @@ into forwards (a denoise forward starts at its gather_block_tokens kernels, a pr
 embedding kernel; the embedding kernel after the final norm is the LM head's row gather), and the
 time of the denoise forwards (those that end in the sampling kernels) is summed by component: the
 layers' GEMMs, the LM head (a forward's last GEMM), attention (attention, split combine), norms,
-qk_norm_rope (which also stores the K/V), swiglu, sampling, other. Prefill forwards are listed but
+qk_norm_rope (which also stores the K/V), swiglu, the MoE op's kernels (routing, sort, expert GEMMs, combine), sampling, other. Prefill forwards are listed but
 left out of the shares. --save FILE keeps every kernel's name, grid and time as CSV.
 """
 import csv
@@ -36,6 +36,7 @@ from pathlib import Path
 
 COMPONENTS = [
     ("attention", ("attention_kernel", "combine_splits_kernel")),
+    ("moe", ("route_kernel", "sort_routes_kernel", "expert_gemm_kernel", "combine_kernel")),
     ("norms", ("rmsnorm_kernel",)),  # add_rmsnorm_kernel too
     ("qk_norm_rope", ("qk_norm_rope_kernel",)),
     ("swiglu", ("swiglu_kernel",)),
