@@ -27,6 +27,8 @@ const char* const kSamplingFlagsHelp = R"(Sampling (docs/decoding.md)
                             with probability E, in [0, 1] (default 0 = off)
   --seed N                  reproducible sampling
   --stop-token-ids A,B,...  extra stop tokens
+  --stop TEXT               a stop string: the completion ends where its text first holds it,
+                            and the text stops before it
   --ignore-eos              do not stop at the model's EOS tokens
 
 )";
@@ -34,7 +36,7 @@ const char* const kSamplingFlagsHelp = R"(Sampling (docs/decoding.md)
 std::set<std::string> with_sampling_value_flags(std::set<std::string> flags) {
   flags.insert({"--temperature", "--top-k", "--top-p", "--repetition-penalty", "--max-tokens", "--denoising-steps",
                 "--strategy", "--dynamic-threshold", "--dynamic-factor", "--eb-threshold", "--seed",
-                "--stop-token-ids", "--diversity-enforce-barrier", "--epsilon-greedy"});
+                "--stop-token-ids", "--stop", "--diversity-enforce-barrier", "--epsilon-greedy"});
   return flags;
 }
 
@@ -69,6 +71,7 @@ SamplingParams read_sampling(const ArgParser& args, const Engine& engine) {
       p.stop_token_ids.push_back(static_cast<int32_t>(id));
     }
   }
+  if (auto stop = args.get("--stop")) p.stop = {*stop};
   engine.check_params(p);
   return p;
 }

@@ -56,7 +56,8 @@ def test_chat_rejects_bad_sampling_flags_at_startup():
     assert "jetengine chat: error: temperature must be in [0, 1e+06] (0 = greedy), got -1" in result.stderr
     for flags, named in ((["--denoising-steps", "9"], "denoising_steps must be in [1, block_length = 4], got 9"),
                          (["--strategy", "nope"], "unknown remasking strategy 'nope'"),
-                         (["--stop-token-ids", "99999"], "stop_token_ids: id 99999 is outside the vocabulary")):
+                         (["--stop-token-ids", "99999"], "stop_token_ids: id 99999 is outside the vocabulary"),
+                         (["--stop", ""], "stop: every stop string must hold 1 to 1024 bytes")):
         result = run("chat", *flags, stdin="What is 4821 + 937?\n")
         assert result.returncode == 1 and result.stdout == "", result.stderr
         assert "jetengine chat: error: " + named in result.stderr
