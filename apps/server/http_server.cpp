@@ -42,16 +42,22 @@ bool same_key(const std::string& given, const std::string& expected) {
   return diff == 0 && !expected.empty();
 }
 
-// One generate request seen from the engine thread: turns the engine's text and output into the
-// answer on its client's Exchange, a JSON response or server-sent events. A stream starts at the
-// first event, so a request the engine rejects still gets its 4xx status rather than an event
-// stream. Called by one thread at a time (the engine's, or stop()'s for a request still queued).
+// One generate request seen from the engine thread: turns the text and outputs of its n choices
+// (one engine request each) into the answer on its client's Exchange, a JSON response once every
+// choice is done or server-sent events as they come. A stream starts at the first event, so a
+// request the engine rejects still gets its 4xx status rather than an event stream. The engine
+// thread calls it, and stop() for choices still queued, so a mutex orders the calls.
 class Generation {
  public:
   using ErrorResponder = std::function<HttpResponse(int status, const std::string& message)>;
+  // How a request ended, for the metrics: every choice finished, one was aborted, or the engine
+  // rejected it. Reported once, before the answer that ends it goes out, so whoever the answer
+  // reaches sees metrics that include it.
+  enum class Outcome { Ok, Aborted, Rejected };
+  using Settled = std::function<void(Outcome)>;
 
   Generation(std::shared_ptr<Exchange> exchange, const ParsedRequest& parsed, Endpoint endpoint, std::string id,
-             std::string model, HttpHeaders headers, ErrorResponder error_response)
+             std::string model, HttpHeaders headers, ErrorResponder error_response, Settled settled)
       : exchange_(std::move(exchange)),
         endpoint_(endpoint),
         id_(std::move(id)),
@@ -60,40 +66,76 @@ class Generation {
         stream_(parsed.stream),
         include_usage_(parsed.include_usage),
         headers_(std::move(headers)),
-        error_response_(std::move(error_response)) {}
+        error_response_(std::move(error_response)),
+        settled_(std::move(settled)),
+        outputs_(static_cast<size_t>(parsed.n)),
+        first_(static_cast<size_t>(parsed.n), true) {}
 
-  // The client went away (or stopped reading its stream): the engine drops the request.
-  bool gone() const { return exchange_->gone(); }
-
-  void text(const std::string& text) {
-    begin();
-    event(dump(stream_chunk(endpoint_, id_, created_, model_, text, "", first_)));
-    first_ = false;
+  // The client went away (or stopped reading its stream), or the request failed: the engine
+  // drops its choices still decoding.
+  bool gone() const {
+    std::lock_guard lock(mutex_);
+    return done_ || exchange_->gone();
   }
 
-  void output(const GenerationOutput& out) {
-    done_ = true;
-    if (!stream_) {
-      HttpResponse response{200, "application/json",
-                            dump(completion_response(endpoint_, id_, created_, model_, out)), headers_};
-      return exchange_->respond(std::move(response));
-    }
-    begin();
-    event(dump(stream_chunk(endpoint_, id_, created_, model_, "", out.finish_reason, first_)));
-    if (include_usage_) event(dump(usage_chunk(endpoint_, id_, created_, model_, out)));
-    end();
-  }
-
-  // Once a stream has begun, the failure can only end it: a last chunk with finish_reason "error".
-  void fail(const std::string& message, int status) {
+  void text(int index, const std::string& text) {
+    std::lock_guard lock(mutex_);
     if (done_) return;
+    begin();
+    event(dump(stream_chunk(endpoint_, id_, created_, model_, index, text, "", first_[index])));
+    first_[index] = false;
+  }
+
+  // Choice `index` is done. Returns true once every choice has reported (output or rejection).
+  bool output(int index, GenerationOutput&& out) {
+    std::lock_guard lock(mutex_);
+    all_finished_ = all_finished_ && out.finish_reason != "abort";
+    outputs_[index] = std::move(out);
+    const bool last = ++reported_ == outputs_.size();
+    if (done_) return last;
+    if (stream_) {
+      begin();
+      event(dump(stream_chunk(endpoint_, id_, created_, model_, index, "", outputs_[index].finish_reason,
+                              first_[index])));
+      first_[index] = false;
+    }
+    if (!last) return false;
     done_ = true;
-    if (!begun_) return exchange_->respond(error_response_(status, message));
-    event(dump(stream_chunk(endpoint_, id_, created_, model_, "", "error", first_)));
+    settled_(all_finished_ ? Outcome::Ok : Outcome::Aborted);
+    if (!stream_) {
+      exchange_->respond(
+          {200, "application/json", dump(completion_response(endpoint_, id_, created_, model_, outputs_)), headers_});
+      return true;
+    }
+    if (include_usage_) event(dump(usage_chunk(endpoint_, id_, created_, model_, outputs_)));
     end();
+    return true;
+  }
+
+  // The engine rejected a choice (all share the prompt and parameters, so the first fails the
+  // request). Returns true once every choice has reported.
+  bool reject(const std::string& message) {
+    std::lock_guard lock(mutex_);
+    fail_locked(message, 400);
+    return ++reported_ == outputs_.size();
+  }
+
+  // The request cannot be served (shut-down, an engine failure). Once a stream has begun, the
+  // failure can only end it: a last chunk with finish_reason "error".
+  void fail(const std::string& message, int status) {
+    std::lock_guard lock(mutex_);
+    fail_locked(message, status);
   }
 
  private:
+  void fail_locked(const std::string& message, int status) {
+    if (done_) return;
+    done_ = true;
+    if (status == 400) settled_(Outcome::Rejected);
+    if (!begun_) return exchange_->respond(error_response_(status, message));
+    event(dump(stream_chunk(endpoint_, id_, created_, model_, 0, "", "error", false)));
+    end();
+  }
   void begin() {
     if (begun_) return;
     begun_ = true;
@@ -114,7 +156,12 @@ class Generation {
   const bool stream_, include_usage_;
   const HttpHeaders headers_;  // CORS
   const ErrorResponder error_response_;
-  bool begun_ = false, first_ = true, done_ = false;
+  const Settled settled_;
+  mutable std::mutex mutex_;
+  std::vector<GenerationOutput> outputs_;  // by choice
+  std::vector<bool> first_;                // by choice: no chunk sent yet
+  size_t reported_ = 0;
+  bool begun_ = false, done_ = false, all_finished_ = true;
 };
 
 }  // namespace
@@ -275,29 +322,34 @@ void HttpServer::Impl::generate(Endpoint endpoint, const std::string& body, cons
       (endpoint == Endpoint::Completions ? "cmpl-" : "chatcmpl-") + id_prefix + "-" + std::to_string(next_id++);
   auto generation = std::make_shared<Generation>(
       exchange, parsed, endpoint, id, options.model_name, cors(),
-      [this](int status, const std::string& message) { return error_response(status, message); });
-  ServeRequest request;
-  request.prompt = std::move(parsed.prompt);
-  request.params = parsed.params;
-  if (parsed.stream) request.on_text = [generation](const std::string& text) { generation->text(text); };
-  request.cancelled = [generation] { return generation->gone(); };
-  // The counts first, then the answer: whoever it reaches sees metrics that include it.
-  request.on_output = [this, generation](GenerationOutput&& out) {
-    ++(out.finish_reason == "abort" ? aborted : ok);
-    prompt_tokens += out.prompt_len;
-    completion_tokens += out.completion_ids.size();
-    finished(generation);
-    generation->output(out);
-  };
-  request.on_error = [this, generation](const std::string& error) {
-    ++rejected;
-    finished(generation);
-    generation->fail(error, 400);
-  };
+      [this](int status, const std::string& message) { return error_response(status, message); },
+      [this](Generation::Outcome outcome) {
+        ++(outcome == Generation::Outcome::Ok ? ok : outcome == Generation::Outcome::Aborted ? aborted : rejected);
+      });
+  // One engine request per choice; a given seed s gives choice i the seed s + i, so the choices
+  // differ and each is reproducible.
+  std::vector<ServeRequest> choices;
+  for (int i = 0; i < parsed.n; ++i) {
+    ServeRequest request;
+    request.prompt = parsed.prompt;
+    request.params = parsed.params;
+    if (parsed.params.seed) request.params.seed = *parsed.params.seed + static_cast<uint64_t>(i);
+    if (parsed.stream) request.on_text = [generation, i](const std::string& text) { generation->text(i, text); };
+    request.cancelled = [generation] { return generation->gone(); };
+    request.on_output = [this, generation, i](GenerationOutput&& out) {
+      prompt_tokens += i == 0 ? out.prompt_len : 0;
+      completion_tokens += out.completion_ids.size();
+      if (generation->output(i, std::move(out))) finished(generation);
+    };
+    request.on_error = [this, generation](const std::string& error) {
+      if (generation->reject(error)) finished(generation);
+    };
+    choices.push_back(std::move(request));
+  }
   {
     std::lock_guard lock(mutex);
     if (stopping) return exchange->respond(error_response(503, "the server is shutting down"));
-    queue.emplace_back(std::move(request), generation);
+    for (ServeRequest& request : choices) queue.emplace_back(std::move(request), generation);
   }
   queued.notify_one();
 }

@@ -16,6 +16,9 @@ namespace {
 
 using nlohmann::json;
 
+// OpenAI's own bound on n: each choice is a sequence of the engine.
+constexpr int64_t kMaxChoices = 128;
+
 // The token ids under `key`: a list of integers in [0, INT32_MAX].
 std::vector<int32_t> token_ids(const JsonObject& body, const std::string& key) {
   std::vector<int32_t> ids;
@@ -67,7 +70,6 @@ SamplingParams read_sampling(const JsonObject& body, Endpoint endpoint, Sampling
     p.seed = static_cast<uint64_t>(seed);
   }
   if (body.has("stop_token_ids")) p.stop_token_ids = token_ids(body, "stop_token_ids");
-  JET_CHECK(body.get_int("n", 1) == 1, body.source(), ": key 'n': one choice per request is supported");
   if (body.has("stop")) {  // a string or a list of them; "" (as some clients send) is none
     const json& stop = body.json().at("stop");
     if (stop.is_string()) {
@@ -125,11 +127,11 @@ Prompt read_messages(const JsonObject& body, const Engine& engine) {
   return engine.apply_chat_template(messages);
 }
 
-json usage(const GenerationOutput& out) {
-  const int completion = static_cast<int>(out.completion_ids.size());
-  return {{"prompt_tokens", out.prompt_len},
-          {"completion_tokens", completion},
-          {"total_tokens", out.prompt_len + completion}};
+json usage(const std::vector<GenerationOutput>& choices) {
+  const int prompt = choices.empty() ? 0 : choices[0].prompt_len;
+  int completion = 0;
+  for (const GenerationOutput& out : choices) completion += static_cast<int>(out.completion_ids.size());
+  return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
 }
 
 json finish(const std::string& finish_reason) { return finish_reason.empty() ? json(nullptr) : json(finish_reason); }
@@ -142,6 +144,9 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const En
   ParsedRequest parsed;
   parsed.params = read_sampling(request, endpoint, defaults);
   parsed.stream = request.get_bool("stream", false);
+  const int64_t n = request.get_int("n", 1);
+  JET_CHECK(n >= 1 && n <= kMaxChoices, request.source(), ": key 'n' must be in [1, ", kMaxChoices, "], got ", n);
+  parsed.n = static_cast<int>(n);
   if (request.has("model")) parsed.model = request.get_string("model", "");
   if (request.has("stream_options")) {
     const json& value = request.json().at("stream_options");
@@ -154,24 +159,29 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const En
 }
 
 json completion_response(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
-                         const GenerationOutput& out) {
-  json choice = {{"index", 0}, {"finish_reason", out.finish_reason}};
-  if (endpoint == Endpoint::Completions) {
-    choice["text"] = out.completion_text;
-  } else {
-    choice["message"] = {{"role", "assistant"}, {"content", out.completion_text}};
+                         const std::vector<GenerationOutput>& choices) {
+  json list = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const GenerationOutput& out = choices[i];
+    json choice = {{"index", i}, {"finish_reason", out.finish_reason}};
+    if (endpoint == Endpoint::Completions) {
+      choice["text"] = out.completion_text;
+    } else {
+      choice["message"] = {{"role", "assistant"}, {"content", out.completion_text}};
+    }
+    list.push_back(std::move(choice));
   }
   return {{"id", id},
           {"object", endpoint == Endpoint::Completions ? "text_completion" : "chat.completion"},
           {"created", created},
           {"model", model},
-          {"choices", json::array({choice})},
-          {"usage", usage(out)}};
+          {"choices", std::move(list)},
+          {"usage", usage(choices)}};
 }
 
-json stream_chunk(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
+json stream_chunk(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model, int index,
                   const std::string& text, const std::string& finish_reason, bool first) {
-  json choice = {{"index", 0}, {"finish_reason", finish(finish_reason)}};
+  json choice = {{"index", index}, {"finish_reason", finish(finish_reason)}};
   if (endpoint == Endpoint::Completions) {
     choice["text"] = text;
   } else {
@@ -188,13 +198,13 @@ json stream_chunk(Endpoint endpoint, const std::string& id, int64_t created, con
 }
 
 json usage_chunk(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
-                 const GenerationOutput& out) {
+                 const std::vector<GenerationOutput>& choices) {
   return {{"id", id},
           {"object", endpoint == Endpoint::Completions ? "text_completion" : "chat.completion.chunk"},
           {"created", created},
           {"model", model},
           {"choices", json::array()},
-          {"usage", usage(out)}};
+          {"usage", usage(choices)}};
 }
 
 json error_body(const std::string& message, const std::string& type, int code) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,32 +21,34 @@ struct ParsedRequest {
   SamplingParams params;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk carries the token counts
+  int n = 1;  // choices: n engine requests of the prompt (a given seed s gives choice i seed s + i)
   std::optional<std::string> model;  // the request's "model", when it names one
 };
 
 // Reads a request body. Fields: OpenAI's (prompt or messages, max_tokens / max_completion_tokens,
-// temperature, top_p, seed, stream, stream_options.include_usage, n = 1, stop: a string or a list) and the engine's sampling fields under
+// temperature, top_p, seed, stream, stream_options.include_usage, n, stop: a string or a list) and the engine's sampling fields under
 // their SamplingParams names (top_k, repetition_penalty, ignore_eos, stop_token_ids,
 // denoising_steps, remasking_strategy, dynamic_threshold, dynamic_factor, eb_threshold,
 // diversity_enforce_barrier, epsilon_greedy); other
 // fields are ignored. Throws jet::Error naming the field for malformed JSON, a wrong type or
-// something the engine does not do (several prompts or choices). Ranges are the
+// something the engine does not do (several prompts). Ranges are the
 // engine's to check. `engine` renders chat messages; `defaults` fills what the body leaves out.
 ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const Engine& engine,
                             const SamplingParams& defaults);
 
-// The response to a finished request (`id` e.g. "cmpl-7", `created` in Unix seconds).
+// The response to a finished request (`id` e.g. "cmpl-7", `created` in Unix seconds): one choice
+// per output, in index order; the usage counts the prompt once and every choice's tokens.
 nlohmann::json completion_response(Endpoint endpoint, const std::string& id, int64_t created,
-                                   const std::string& model, const GenerationOutput& out);
+                                   const std::string& model, const std::vector<GenerationOutput>& choices);
 
-// One SSE chunk of a streamed response: new completion text, or (finish_reason set, text empty)
-// the last one. Chat chunks carry the assistant role in the first.
+// One SSE chunk of a streamed response, for choice `index`: new completion text, or (finish_reason
+// set, text empty) the choice's last one. Chat chunks carry the assistant role in a choice's first.
 nlohmann::json stream_chunk(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
-                            const std::string& text, const std::string& finish_reason, bool first);
+                            int index, const std::string& text, const std::string& finish_reason, bool first);
 
 // The chunk that ends a stream asked for stream_options.include_usage: no choices, the usage.
 nlohmann::json usage_chunk(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
-                           const GenerationOutput& out);
+                           const std::vector<GenerationOutput>& choices);
 
 // {"error": {"message", "type", "code"}}.
 nlohmann::json error_body(const std::string& message, const std::string& type, int code);

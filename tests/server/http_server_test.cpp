@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -277,6 +278,73 @@ TEST_F(Served, StreamedDeltasAddUpToTheCompletion) {
   EXPECT_EQ(finish, "length");
   EXPECT_EQ(whole["usage"]["completion_tokens"], 12);
   EXPECT_EQ(usage, whole["usage"]);
+}
+
+TEST_F(Served, NChoicesAreSeededRequestsOfTheirOwn) {
+  json body = {{"prompt", "12 + 30 ="}, {"temperature", 1.0}, {"seed", 5}, {"max_tokens", 12}, {"ignore_eos", true}};
+  body["n"] = 3;
+  const json r = post("/v1/completions", body);
+  ASSERT_EQ(r["choices"].size(), 3u);
+  body["n"] = 1;
+  std::set<std::string> texts;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(r["choices"][i]["index"], i);
+    body["seed"] = 5 + i;  // choice i of seed s is the request of seed s + i
+    EXPECT_EQ(r["choices"][i]["text"], post("/v1/completions", body)["choices"][0]["text"]);
+    texts.insert(r["choices"][i]["text"].get<std::string>());
+  }
+  EXPECT_GT(texts.size(), 1u);
+  EXPECT_EQ(r["usage"]["completion_tokens"], 36);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], post("/v1/completions", body)["usage"]["prompt_tokens"]);
+
+  // Streamed: each choice's chunks carry its index and add up to its text; one [DONE] at the end.
+  body["seed"] = 5;
+  body["n"] = 3;
+  body["stream"] = true;
+  auto res = client().Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  std::istringstream events(res->body);
+  std::string line;
+  std::vector<std::string> text(3), finish(3);
+  int done = 0;
+  while (std::getline(events, line)) {
+    if (line.rfind("data: ", 0) != 0) continue;
+    if (line == "data: [DONE]") {
+      ++done;
+      continue;
+    }
+    EXPECT_EQ(done, 0) << "a chunk after [DONE]";
+    const json choice = json::parse(line.substr(6))["choices"][0];
+    const int index = choice["index"];
+    ASSERT_TRUE(index >= 0 && index < 3);
+    EXPECT_TRUE(finish[index].empty()) << "a chunk after choice " << index << " finished";
+    text[index] += choice["text"].get<std::string>();
+    if (!choice["finish_reason"].is_null()) finish[index] = choice["finish_reason"];
+  }
+  EXPECT_EQ(done, 1);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(text[i], r["choices"][i]["text"]);
+    EXPECT_EQ(finish[i], "length");
+  }
+}
+
+TEST_F(Served, StopStringsCutTheAnswer) {
+  json body = chat("What is 4821 + 937?");  // the demo model answers 5758
+  body["stop"] = {"7", "never"};
+  json r = post("/v1/chat/completions", body);
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "5");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  body["stream"] = true;
+  auto res = client().Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  std::istringstream events(res->body);
+  std::string line, content;
+  while (std::getline(events, line)) {
+    if (line.rfind("data: {", 0) != 0) continue;
+    const json delta = json::parse(line.substr(6))["choices"][0]["delta"];
+    if (delta.contains("content")) content += delta["content"].get<std::string>();
+  }
+  EXPECT_EQ(content, "5");
 }
 
 TEST_F(Served, ConcurrentRequestsAllFinishWithTheirOwnAnswers) {

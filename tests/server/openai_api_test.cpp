@@ -141,7 +141,10 @@ TEST(OpenAiApi, WhatTheEngineDoesNotDoIsAnErrorNamingTheField) {
   EXPECT_NE(error_of(Endpoint::Completions, "{}").find("'prompt' is missing"), std::string::npos);
   EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": ["a", "b"]})").find("one prompt"), std::string::npos);
   EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": [1, -2]})").find("token ids"), std::string::npos);
-  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "n": 2})").find("'n'"), std::string::npos);
+  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "n": 0})").find("key 'n' must be in [1, 128], got 0"),
+            std::string::npos);
+  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "n": 129})").find("key 'n'"), std::string::npos);
+  EXPECT_EQ(parse_request(Endpoint::Completions, R"({"prompt": "a", "n": 3})", demo_engine(), {}).n, 3);
   EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "stop": ["\n", 3]})").find("key 'stop'"),
             std::string::npos);
   EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "temperature": "hot"})").find("'temperature'"),
@@ -208,23 +211,37 @@ TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
   out.completion_ids = {7, 8};
   out.prompt_len = 5;
   out.finish_reason = "stop";
-  const json c = jet::server::completion_response(Endpoint::Completions, "cmpl-1", 100, "m", out);
+  const json c = jet::server::completion_response(Endpoint::Completions, "cmpl-1", 100, "m", {out});
   EXPECT_EQ(c["object"], "text_completion");
   EXPECT_EQ(c["choices"][0]["text"], "42");
   EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(c["usage"]["total_tokens"], 7);
-  const json chat = jet::server::completion_response(Endpoint::ChatCompletions, "chatcmpl-1", 100, "m", out);
+  const json chat = jet::server::completion_response(Endpoint::ChatCompletions, "chatcmpl-1", 100, "m", {out});
   EXPECT_EQ(chat["object"], "chat.completion");
   EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
   EXPECT_EQ(chat["choices"][0]["message"]["content"], "42");
-  const json first = jet::server::stream_chunk(Endpoint::ChatCompletions, "x", 1, "m", "4", "", true);
+  const json first = jet::server::stream_chunk(Endpoint::ChatCompletions, "x", 1, "m", 0, "4", "", true);
   EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
   EXPECT_EQ(first["choices"][0]["delta"]["content"], "4");
   EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
-  const json last = jet::server::stream_chunk(Endpoint::Completions, "x", 1, "m", "", "length", false);
+  const json last = jet::server::stream_chunk(Endpoint::Completions, "x", 1, "m", 2, "", "length", false);
   EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
-  const json usage = jet::server::usage_chunk(Endpoint::Completions, "x", 1, "m", out);
+  EXPECT_EQ(last["choices"][0]["index"], 2);
+  const json usage = jet::server::usage_chunk(Endpoint::Completions, "x", 1, "m", {out});
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"]["completion_tokens"], 2);
+  // Several choices: indexed in order; the prompt counted once, every choice's tokens.
+  jet::GenerationOutput other = out;
+  other.completion_text = "7";
+  other.completion_ids = {9, 10, 11};
+  other.finish_reason = "length";
+  const json two = jet::server::completion_response(Endpoint::Completions, "cmpl-2", 100, "m", {out, other});
+  ASSERT_EQ(two["choices"].size(), 2u);
+  EXPECT_EQ(two["choices"][1]["index"], 1);
+  EXPECT_EQ(two["choices"][1]["text"], "7");
+  EXPECT_EQ(two["choices"][1]["finish_reason"], "length");
+  EXPECT_EQ(two["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(two["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(jet::server::usage_chunk(Endpoint::Completions, "x", 1, "m", {out, other})["usage"]["total_tokens"], 10);
   EXPECT_EQ(jet::server::error_body("bad", "invalid_request_error", 400)["error"]["code"], 400);
 }
