@@ -42,22 +42,23 @@ bool same_key(const std::string& given, const std::string& expected) {
   return diff == 0 && !expected.empty();
 }
 
-// One generate request seen from the engine thread: turns the text and outputs of its n choices
-// (one engine request each) into the answer on its client's Exchange, a JSON response once every
+// One generate request seen from the engine thread: turns the text and outputs of its choices
+// (n per prompt, one engine request each) into the answer on its client's Exchange, a JSON response once every
 // choice is done or server-sent events as they come. A stream starts at the first event, so a
 // request the engine rejects still gets its 4xx status rather than an event stream. The engine
 // thread calls it, and stop() for choices still queued, so a mutex orders the calls.
 class Generation {
  public:
   using ErrorResponder = std::function<HttpResponse(int status, const std::string& message)>;
-  // How a request ended, for the metrics: every choice finished, one was aborted, or the engine
-  // rejected it. Reported once, before the answer that ends it goes out, so whoever the answer
-  // reaches sees metrics that include it.
+  // How a request ended: every choice finished, one was aborted, or the engine rejected it.
   enum class Outcome { Ok, Aborted, Rejected };
+  // Called once with the outcome, under the Generation's lock and before the answer that ends the
+  // request goes out, so whoever the answer reaches sees metrics that include it. (So nothing may
+  // call into a Generation while holding a lock that the callback takes.)
   using Settled = std::function<void(Outcome)>;
 
   Generation(std::shared_ptr<Exchange> exchange, const ParsedRequest& parsed, Endpoint endpoint, std::string id,
-             std::string model, HttpHeaders headers, ErrorResponder error_response, Settled settled)
+             std::string model, HttpHeaders headers, ErrorResponder error_response)
       : exchange_(std::move(exchange)),
         endpoint_(endpoint),
         id_(std::move(id)),
@@ -67,9 +68,11 @@ class Generation {
         include_usage_(parsed.include_usage),
         headers_(std::move(headers)),
         error_response_(std::move(error_response)),
-        settled_(std::move(settled)),
-        outputs_(static_cast<size_t>(parsed.n)),
-        first_(static_cast<size_t>(parsed.n), true) {}
+        n_(parsed.n),
+        outputs_(parsed.prompts.size() * static_cast<size_t>(parsed.n)),
+        first_(outputs_.size(), true) {}
+
+  void on_settled(Settled settled) { settled_ = std::move(settled); }
 
   // The client went away (or stopped reading its stream), or the request failed: the engine
   // drops its choices still decoding.
@@ -86,38 +89,35 @@ class Generation {
     first_[index] = false;
   }
 
-  // Choice `index` is done. Returns true once every choice has reported (output or rejection).
-  bool output(int index, GenerationOutput&& out) {
+  // Choice `index` is done; the request, once every choice is.
+  void output(int index, GenerationOutput&& out) {
     std::lock_guard lock(mutex_);
     all_finished_ = all_finished_ && out.finish_reason != "abort";
     outputs_[index] = std::move(out);
-    const bool last = ++reported_ == outputs_.size();
-    if (done_) return last;
+    const bool last = ++finished_ == outputs_.size();
+    if (done_) return;
     if (stream_) {
       begin();
       event(dump(stream_chunk(endpoint_, id_, created_, model_, index, "", outputs_[index].finish_reason,
                               first_[index])));
       first_[index] = false;
     }
-    if (!last) return false;
+    if (!last) return;
     done_ = true;
     settled_(all_finished_ ? Outcome::Ok : Outcome::Aborted);
     if (!stream_) {
       exchange_->respond(
-          {200, "application/json", dump(completion_response(endpoint_, id_, created_, model_, outputs_)), headers_});
-      return true;
+          {200, "application/json", dump(completion_response(endpoint_, id_, created_, model_, outputs_, n_)), headers_});
+      return;
     }
-    if (include_usage_) event(dump(usage_chunk(endpoint_, id_, created_, model_, outputs_)));
+    if (include_usage_) event(dump(usage_chunk(endpoint_, id_, created_, model_, outputs_, n_)));
     end();
-    return true;
   }
 
-  // The engine rejected a choice (all share the prompt and parameters, so the first fails the
-  // request). Returns true once every choice has reported.
-  bool reject(const std::string& message) {
+  // The engine rejected a choice: the request fails (its other choices are dropped).
+  void reject(const std::string& message) {
     std::lock_guard lock(mutex_);
     fail_locked(message, 400);
-    return ++reported_ == outputs_.size();
   }
 
   // The request cannot be served (shut-down, an engine failure). Once a stream has begun, the
@@ -156,11 +156,12 @@ class Generation {
   const bool stream_, include_usage_;
   const HttpHeaders headers_;  // CORS
   const ErrorResponder error_response_;
-  const Settled settled_;
+  Settled settled_;
+  const int n_;  // choices per prompt
   mutable std::mutex mutex_;
   std::vector<GenerationOutput> outputs_;  // by choice
   std::vector<bool> first_;                // by choice: no chunk sent yet
-  size_t reported_ = 0;
+  size_t finished_ = 0;  // choices with their output
   bool begun_ = false, done_ = false, all_finished_ = true;
 };
 
@@ -307,7 +308,9 @@ void HttpServer::Impl::generate(Endpoint endpoint, const std::string& body, cons
     parsed = parse_request(endpoint, body, engine, options.defaults);
     // Tokenized here, on a worker thread (Tokenizer::encode is thread-safe): on the engine thread
     // a long text prompt would hold up every request decoding there.
-    if (const auto* text = std::get_if<std::string>(&parsed.prompt)) parsed.prompt = engine.tokenizer().encode(*text);
+    for (Prompt& prompt : parsed.prompts) {
+      if (const auto* text = std::get_if<std::string>(&prompt)) prompt = engine.tokenizer().encode(*text);
+    }
   } catch (const Error& e) {
     ++rejected;
     return exchange->respond(error_response(400, e.what()));
@@ -322,28 +325,28 @@ void HttpServer::Impl::generate(Endpoint endpoint, const std::string& body, cons
       (endpoint == Endpoint::Completions ? "cmpl-" : "chatcmpl-") + id_prefix + "-" + std::to_string(next_id++);
   auto generation = std::make_shared<Generation>(
       exchange, parsed, endpoint, id, options.model_name, cors(),
-      [this](int status, const std::string& message) { return error_response(status, message); },
-      [this](Generation::Outcome outcome) {
-        ++(outcome == Generation::Outcome::Ok ? ok : outcome == Generation::Outcome::Aborted ? aborted : rejected);
-      });
-  // One engine request per choice; a given seed s gives choice i the seed s + i, so the choices
-  // differ and each is reproducible.
+      [this](int status, const std::string& message) { return error_response(status, message); });
+  generation->on_settled([this, weak = std::weak_ptr<Generation>(generation)](Generation::Outcome outcome) {
+    ++(outcome == Generation::Outcome::Ok ? ok : outcome == Generation::Outcome::Aborted ? aborted : rejected);
+    if (const auto settled = weak.lock()) finished(settled);
+  });
+  // One engine request per choice; a given seed s gives a prompt's choice j the seed s + j, so
+  // the choices differ and each is reproducible.
   std::vector<ServeRequest> choices;
-  for (int i = 0; i < parsed.n; ++i) {
+  for (int i = 0; i < static_cast<int>(parsed.prompts.size()) * parsed.n; ++i) {
+    const int j = i % parsed.n;
     ServeRequest request;
-    request.prompt = parsed.prompt;
+    request.prompt = parsed.prompts[i / parsed.n];
     request.params = parsed.params;
-    if (parsed.params.seed) request.params.seed = *parsed.params.seed + static_cast<uint64_t>(i);
+    if (parsed.params.seed) request.params.seed = *parsed.params.seed + static_cast<uint64_t>(j);
     if (parsed.stream) request.on_text = [generation, i](const std::string& text) { generation->text(i, text); };
     request.cancelled = [generation] { return generation->gone(); };
-    request.on_output = [this, generation, i](GenerationOutput&& out) {
-      prompt_tokens += i == 0 ? out.prompt_len : 0;
+    request.on_output = [this, generation, i, j](GenerationOutput&& out) {
+      prompt_tokens += j == 0 ? out.prompt_len : 0;
       completion_tokens += out.completion_ids.size();
-      if (generation->output(i, std::move(out))) finished(generation);
+      generation->output(i, std::move(out));
     };
-    request.on_error = [this, generation](const std::string& error) {
-      if (generation->reject(error)) finished(generation);
-    };
+    request.on_error = [generation](const std::string& error) { generation->reject(error); };
     choices.push_back(std::move(request));
   }
   {
@@ -409,11 +412,14 @@ void HttpServer::serve() {
                    s.options.max_active);
   } catch (const std::exception& e) {
     // The engine failed (e.g. a device error): answer everyone still waiting, then report it.
-    std::lock_guard lock(s.mutex);
-    for (const std::shared_ptr<Generation>& generation : s.in_flight) {
+    std::set<std::shared_ptr<Generation>> in_flight;
+    {
+      std::lock_guard lock(s.mutex);
+      in_flight.swap(s.in_flight);
+    }
+    for (const std::shared_ptr<Generation>& generation : in_flight) {
       generation->fail(str("the engine failed: ", e.what()), 500);
     }
-    s.in_flight.clear();
     throw;
   }
   // Every request is answered; the answers still being written finish (a client that stops
@@ -423,13 +429,15 @@ void HttpServer::serve() {
 
 void HttpServer::stop() {
   Impl& s = *impl_;
+  std::deque<std::pair<ServeRequest, std::shared_ptr<Generation>>> queued;
   {
     std::lock_guard lock(s.mutex);
     s.stopping = true;
-    for (auto& [request, generation] : s.queue) generation->fail("the server is shutting down", 503);
-    s.queue.clear();
+    queued.swap(s.queue);
   }
   s.queued.notify_all();
+  // Outside the lock: a Generation's settling takes it.
+  for (auto& [request, generation] : queued) generation->fail("the server is shutting down", 503);
 }
 
 }  // namespace jet::server

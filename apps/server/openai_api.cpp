@@ -16,8 +16,9 @@ namespace {
 
 using nlohmann::json;
 
-// OpenAI's own bound on n: each choice is a sequence of the engine.
+// OpenAI's own bounds on n and on a request's prompts: each choice is a sequence of the engine.
 constexpr int64_t kMaxChoices = 128;
+constexpr int64_t kMaxPrompts = 2048;
 
 // The token ids under `key`: a list of integers in [0, INT32_MAX].
 std::vector<int32_t> token_ids(const JsonObject& body, const std::string& key) {
@@ -96,6 +97,26 @@ Prompt read_prompt(const JsonObject& body) {
   return token_ids(body, "prompt");
 }
 
+// /v1/completions' prompts: a string, token ids, or a list of strings or of token-id lists.
+std::vector<Prompt> read_prompts(const JsonObject& body) {
+  JET_CHECK(body.has("prompt"), body.source(), ": key 'prompt' is missing");
+  const json& v = body.json().at("prompt");
+  if (!v.is_array() || v.empty() || !(v[0].is_string() || v[0].is_array())) return {read_prompt(body)};
+  JET_CHECK(static_cast<int64_t>(v.size()) <= kMaxPrompts, body.source(), ": key 'prompt' holds ", v.size(),
+            " prompts, more than ", kMaxPrompts);
+  std::vector<Prompt> prompts;
+  for (const json& one : v) {
+    if (one.is_string()) {
+      prompts.emplace_back(one.get<std::string>());
+      continue;
+    }
+    JET_CHECK(one.is_array(), body.source(), ": key 'prompt': a list of prompts holds strings or lists of token ids, got ",
+              json_excerpt(one));
+    prompts.emplace_back(token_ids(JsonObject(json{{"prompt", one}}, body.source()), "prompt"));
+  }
+  return prompts;
+}
+
 // A message's content: a string, or the text parts of a list of parts.
 std::string message_content(const JsonObject& message) {
   if (!message.has("content")) return "";
@@ -127,10 +148,12 @@ Prompt read_messages(const JsonObject& body, const Engine& engine) {
   return engine.apply_chat_template(messages);
 }
 
-json usage(const std::vector<GenerationOutput>& choices) {
-  const int prompt = choices.empty() ? 0 : choices[0].prompt_len;
-  int completion = 0;
-  for (const GenerationOutput& out : choices) completion += static_cast<int>(out.completion_ids.size());
+json usage(const std::vector<GenerationOutput>& choices, int n) {
+  int prompt = 0, completion = 0;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (i % n == 0) prompt += choices[i].prompt_len;  // a prompt's n choices share it
+    completion += static_cast<int>(choices[i].completion_ids.size());
+  }
   return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
 }
 
@@ -154,12 +177,18 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const En
     const JsonObject options(value, "the request body's stream_options");
     parsed.include_usage = options.get_bool("include_usage", false);
   }
-  parsed.prompt = endpoint == Endpoint::Completions ? read_prompt(request) : read_messages(request, engine);
+  if (endpoint == Endpoint::Completions) {
+    parsed.prompts = read_prompts(request);
+  } else {
+    parsed.prompts = {read_messages(request, engine)};
+  }
+  JET_CHECK(static_cast<int64_t>(parsed.prompts.size()) * parsed.n <= kMaxPrompts, request.source(), ": ",
+            parsed.prompts.size(), " prompts with n = ", parsed.n, " make more than ", kMaxPrompts, " choices");
   return parsed;
 }
 
 json completion_response(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
-                         const std::vector<GenerationOutput>& choices) {
+                         const std::vector<GenerationOutput>& choices, int n) {
   json list = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const GenerationOutput& out = choices[i];
@@ -176,7 +205,7 @@ json completion_response(Endpoint endpoint, const std::string& id, int64_t creat
           {"created", created},
           {"model", model},
           {"choices", std::move(list)},
-          {"usage", usage(choices)}};
+          {"usage", usage(choices, n)}};
 }
 
 json stream_chunk(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model, int index,
@@ -198,13 +227,13 @@ json stream_chunk(Endpoint endpoint, const std::string& id, int64_t created, con
 }
 
 json usage_chunk(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
-                 const std::vector<GenerationOutput>& choices) {
+                 const std::vector<GenerationOutput>& choices, int n) {
   return {{"id", id},
           {"object", endpoint == Endpoint::Completions ? "text_completion" : "chat.completion.chunk"},
           {"created", created},
           {"model", model},
           {"choices", json::array()},
-          {"usage", usage(choices)}};
+          {"usage", usage(choices, n)}};
 }
 
 json error_body(const std::string& message, const std::string& type, int code) {

@@ -17,7 +17,9 @@ namespace jet::server {
 enum class Endpoint { Completions, ChatCompletions };
 
 struct ParsedRequest {
-  Prompt prompt;  // chat: the messages rendered through the model's chat template
+  // One prompt, or /v1/completions' several; chat: the messages rendered through the model's chat
+  // template. Choice p * n + j is the j-th of prompt p.
+  std::vector<Prompt> prompts;
   SamplingParams params;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk carries the token counts
@@ -31,15 +33,16 @@ struct ParsedRequest {
 // denoising_steps, remasking_strategy, dynamic_threshold, dynamic_factor, eb_threshold,
 // diversity_enforce_barrier, epsilon_greedy); other
 // fields are ignored. Throws jet::Error naming the field for malformed JSON, a wrong type or
-// something the engine does not do (several prompts). Ranges are the
+// something the engine does not do. Ranges are the
 // engine's to check. `engine` renders chat messages; `defaults` fills what the body leaves out.
 ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const Engine& engine,
                             const SamplingParams& defaults);
 
 // The response to a finished request (`id` e.g. "cmpl-7", `created` in Unix seconds): one choice
-// per output, in index order; the usage counts the prompt once and every choice's tokens.
+// per output, in index order, n per prompt; the usage counts each prompt once and every choice's
+// tokens.
 nlohmann::json completion_response(Endpoint endpoint, const std::string& id, int64_t created,
-                                   const std::string& model, const std::vector<GenerationOutput>& choices);
+                                   const std::string& model, const std::vector<GenerationOutput>& choices, int n);
 
 // One SSE chunk of a streamed response, for choice `index`: new completion text, or (finish_reason
 // set, text empty) the choice's last one. Chat chunks carry the assistant role in a choice's first.
@@ -48,7 +51,7 @@ nlohmann::json stream_chunk(Endpoint endpoint, const std::string& id, int64_t cr
 
 // The chunk that ends a stream asked for stream_options.include_usage: no choices, the usage.
 nlohmann::json usage_chunk(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
-                           const std::vector<GenerationOutput>& choices);
+                           const std::vector<GenerationOutput>& choices, int n);
 
 // {"error": {"message", "type", "code"}}.
 nlohmann::json error_body(const std::string& message, const std::string& type, int code);

@@ -328,6 +328,33 @@ TEST_F(Served, NChoicesAreSeededRequestsOfTheirOwn) {
   }
 }
 
+TEST_F(Served, SeveralPromptsGetTheirChoicesPromptMajor) {
+  const std::vector<std::string> prompts = {"12 + 30 =", "4 + 5 =", "7 * 6 ="};
+  json body = {{"prompt", prompts}, {"temperature", 1.0}, {"seed", 9}, {"max_tokens", 8}, {"ignore_eos", true},
+               {"n", 2}};
+  const json r = post("/v1/completions", body);
+  ASSERT_EQ(r["choices"].size(), 6u);
+  int prompt_tokens = 0;
+  body["n"] = 1;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    body["prompt"] = prompts[p];
+    for (int j = 0; j < 2; ++j) {
+      body["seed"] = 9 + j;
+      const json single = post("/v1/completions", body);
+      EXPECT_EQ(r["choices"][p * 2 + j]["index"], p * 2 + j);
+      EXPECT_EQ(r["choices"][p * 2 + j]["text"], single["choices"][0]["text"]) << "prompt " << p << " choice " << j;
+      if (j == 0) prompt_tokens += single["usage"]["prompt_tokens"].get<int>();
+    }
+  }
+  EXPECT_EQ(r["usage"]["prompt_tokens"], prompt_tokens);
+  EXPECT_EQ(r["usage"]["completion_tokens"], 48);
+  // Token-id prompts too.
+  const json ids = post("/v1/completions", {{"prompt", {{5, 6, 7}, {8, 9}}}, {"temperature", 0}, {"max_tokens", 4},
+                                            {"ignore_eos", true}});
+  ASSERT_EQ(ids["choices"].size(), 2u);
+  EXPECT_EQ(ids["usage"]["prompt_tokens"], 5);
+}
+
 TEST_F(Served, StopStringsCutTheAnswer) {
   json body = chat("What is 4821 + 937?");  // the demo model answers 5758
   body["stop"] = {"7", "never"};

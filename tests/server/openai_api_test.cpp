@@ -57,7 +57,7 @@ TEST(OpenAiApi, CompletionFieldsBecomeSamplingParams) {
                                    "diversity_enforce_barrier": 12, "epsilon_greedy": 0.25,
                                    "stream_options": {"include_usage": true}, "model": "anything", "user": "ignored", "stop": null, "n": 1})",
                                demo_engine(), {});
-  EXPECT_EQ(std::get<std::string>(r.prompt), "Hi");
+  EXPECT_EQ(std::get<std::string>(r.prompts.at(0)), "Hi");
   EXPECT_EQ(r.params.max_tokens, 7);
   EXPECT_EQ(r.params.temperature, 0.0);
   EXPECT_EQ(r.params.top_p, 0.5);
@@ -78,12 +78,19 @@ TEST(OpenAiApi, PromptsAsTextOrTokenIdsAndDefaults) {
   jet::SamplingParams defaults;
   defaults.max_tokens = 9;
   const auto ids = parse_request(Endpoint::Completions, R"({"prompt": [1, 2, 3]})", demo_engine(), defaults);
-  EXPECT_EQ(std::get<std::vector<int32_t>>(ids.prompt), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(std::get<std::vector<int32_t>>(ids.prompts.at(0)), (std::vector<int32_t>{1, 2, 3}));
   EXPECT_EQ(ids.params.max_tokens, 9);
   EXPECT_FALSE(ids.stream);
   EXPECT_FALSE(ids.include_usage);
   const auto one = parse_request(Endpoint::Completions, R"({"prompt": ["only"]})", demo_engine(), {});
-  EXPECT_EQ(std::get<std::string>(one.prompt), "only");
+  EXPECT_EQ(std::get<std::string>(one.prompts.at(0)), "only");
+  // Several prompts: strings, or lists of token ids.
+  const auto texts = parse_request(Endpoint::Completions, R"({"prompt": ["a", "b", "c"], "n": 2})", demo_engine(), {});
+  ASSERT_EQ(texts.prompts.size(), 3u);
+  EXPECT_EQ(std::get<std::string>(texts.prompts[2]), "c");
+  const auto lists = parse_request(Endpoint::Completions, R"({"prompt": [[1, 2], [3]]})", demo_engine(), {});
+  ASSERT_EQ(lists.prompts.size(), 2u);
+  EXPECT_EQ(std::get<std::vector<int32_t>>(lists.prompts[1]), (std::vector<int32_t>{3}));
 }
 
 TEST(OpenAiApi, ChatMessagesGoThroughTheTemplate) {
@@ -92,7 +99,7 @@ TEST(OpenAiApi, ChatMessagesGoThroughTheTemplate) {
       R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "What is "}, {"type": "text", "text": "2 + 2?"}]}],
           "max_completion_tokens": 5})",
       demo_engine(), {});
-  EXPECT_EQ(std::get<std::string>(r.prompt), demo_engine().apply_chat_template({{"user", "What is 2 + 2?"}}));
+  EXPECT_EQ(std::get<std::string>(r.prompts.at(0)), demo_engine().apply_chat_template({{"user", "What is 2 + 2?"}}));
   EXPECT_EQ(r.params.max_tokens, 5);
 }
 
@@ -125,7 +132,7 @@ TEST(OpenAiApi, ReasoningContentReachesTheTemplateEvenWhenEmpty) {
       {"role": "assistant", "content": "a", "reasoning_content": ""},
       {"role": "assistant", "content": "a", "reasoning_content": "r"}]})",
                                engine, {});
-  EXPECT_EQ(std::get<std::string>(r.prompt), "--[][r]");
+  EXPECT_EQ(std::get<std::string>(r.prompts.at(0)), "--[][r]");
   try {
     parse_request(Endpoint::ChatCompletions, R"({"messages": [{"role": "assistant", "reasoning_content": 5}]})", engine,
                   {});
@@ -139,7 +146,15 @@ TEST(OpenAiApi, WhatTheEngineDoesNotDoIsAnErrorNamingTheField) {
   EXPECT_NE(error_of(Endpoint::Completions, "{not json").find("not valid JSON"), std::string::npos);
   EXPECT_NE(error_of(Endpoint::Completions, "[1, 2]").find("JSON object"), std::string::npos);
   EXPECT_NE(error_of(Endpoint::Completions, "{}").find("'prompt' is missing"), std::string::npos);
-  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": ["a", "b"]})").find("one prompt"), std::string::npos);
+  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": ["a", 3]})").find("a list of prompts holds strings"),
+            std::string::npos);
+  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": [[1], [-2]]})").find("token ids"), std::string::npos);
+  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": ["a", "b"], "n": 1025})").find("key 'n'"),
+            std::string::npos);
+  std::string seventeen = R"({"n": 128, "prompt": ["a")";
+  for (int i = 1; i < 17; ++i) seventeen += R"(, "a")";
+  EXPECT_NE(error_of(Endpoint::Completions, seventeen + "]}").find("17 prompts with n = 128 make more than 2048 choices"),
+            std::string::npos);
   EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": [1, -2]})").find("token ids"), std::string::npos);
   EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "n": 0})").find("key 'n' must be in [1, 128], got 0"),
             std::string::npos);
@@ -211,12 +226,12 @@ TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
   out.completion_ids = {7, 8};
   out.prompt_len = 5;
   out.finish_reason = "stop";
-  const json c = jet::server::completion_response(Endpoint::Completions, "cmpl-1", 100, "m", {out});
+  const json c = jet::server::completion_response(Endpoint::Completions, "cmpl-1", 100, "m", {out}, 1);
   EXPECT_EQ(c["object"], "text_completion");
   EXPECT_EQ(c["choices"][0]["text"], "42");
   EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(c["usage"]["total_tokens"], 7);
-  const json chat = jet::server::completion_response(Endpoint::ChatCompletions, "chatcmpl-1", 100, "m", {out});
+  const json chat = jet::server::completion_response(Endpoint::ChatCompletions, "chatcmpl-1", 100, "m", {out}, 1);
   EXPECT_EQ(chat["object"], "chat.completion");
   EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
   EXPECT_EQ(chat["choices"][0]["message"]["content"], "42");
@@ -227,7 +242,7 @@ TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
   const json last = jet::server::stream_chunk(Endpoint::Completions, "x", 1, "m", 2, "", "length", false);
   EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(last["choices"][0]["index"], 2);
-  const json usage = jet::server::usage_chunk(Endpoint::Completions, "x", 1, "m", {out});
+  const json usage = jet::server::usage_chunk(Endpoint::Completions, "x", 1, "m", {out}, 1);
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"]["completion_tokens"], 2);
   // Several choices: indexed in order; the prompt counted once, every choice's tokens.
@@ -235,13 +250,15 @@ TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
   other.completion_text = "7";
   other.completion_ids = {9, 10, 11};
   other.finish_reason = "length";
-  const json two = jet::server::completion_response(Endpoint::Completions, "cmpl-2", 100, "m", {out, other});
+  const json two = jet::server::completion_response(Endpoint::Completions, "cmpl-2", 100, "m", {out, other}, 2);
   ASSERT_EQ(two["choices"].size(), 2u);
   EXPECT_EQ(two["choices"][1]["index"], 1);
   EXPECT_EQ(two["choices"][1]["text"], "7");
   EXPECT_EQ(two["choices"][1]["finish_reason"], "length");
   EXPECT_EQ(two["usage"]["prompt_tokens"], 5);
   EXPECT_EQ(two["usage"]["completion_tokens"], 5);
-  EXPECT_EQ(jet::server::usage_chunk(Endpoint::Completions, "x", 1, "m", {out, other})["usage"]["total_tokens"], 10);
+  EXPECT_EQ(jet::server::usage_chunk(Endpoint::Completions, "x", 1, "m", {out, other}, 2)["usage"]["total_tokens"], 10);
+  // Two prompts of one choice each: both prompts counted.
+  EXPECT_EQ(jet::server::usage_chunk(Endpoint::Completions, "x", 1, "m", {out, other}, 1)["usage"]["prompt_tokens"], 10);
   EXPECT_EQ(jet::server::error_body("bad", "invalid_request_error", 400)["error"]["code"], 400);
 }
