@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "http_transport.h"
 #include "openai_api.h"
+#include "viz_page.h"
 
 namespace jet::server {
 
@@ -44,9 +45,11 @@ bool same_key(const std::string& given, const std::string& expected) {
 
 // One generate request seen from the engine thread: turns the text and outputs of its choices
 // (n per prompt, one engine request each) into the answer on its client's Exchange, a JSON response once every
-// choice is done or server-sent events as they come. A stream starts at the first event, so a
-// request the engine rejects still gets its 4xx status rather than an event stream. The engine
-// thread calls it, and stop() for choices still queued, so a mutex orders the calls.
+// choice is done or server-sent events as they come. With return_tokens a step's text waits for
+// that step's tokens (Engine::serve sends the text first), so each chunk carries both. A stream
+// starts at the first event, so a request the engine rejects still gets its 4xx status rather
+// than an event stream. The engine thread calls it, and stop() for choices still queued, so a
+// mutex orders the calls.
 class Generation {
  public:
   using ErrorResponder = std::function<HttpResponse(int status, const std::string& message)>;
@@ -66,11 +69,13 @@ class Generation {
         created_(static_cast<int64_t>(std::time(nullptr))),
         stream_(parsed.stream),
         include_usage_(parsed.include_usage),
+        return_tokens_(parsed.return_tokens),
         headers_(std::move(headers)),
         error_response_(std::move(error_response)),
         n_(parsed.n),
         outputs_(parsed.prompts.size() * static_cast<size_t>(parsed.n)),
-        first_(outputs_.size(), true) {}
+        first_(outputs_.size(), true),
+        pending_text_(outputs_.size()) {}
 
   void on_settled(Settled settled) { settled_ = std::move(settled); }
 
@@ -84,9 +89,18 @@ class Generation {
   void text(int index, const std::string& text) {
     std::lock_guard lock(mutex_);
     if (done_) return;
-    begin();
-    event(dump(stream_chunk(endpoint_, id_, created_, model_, index, text, "", first_[index])));
-    first_[index] = false;
+    if (return_tokens_) {
+      pending_text_[index] += text;
+      return;
+    }
+    chunk(index, text, "");
+  }
+
+  // The tokens a step committed for choice `index` (a token_list), with that step's text.
+  void tokens(int index, json list) {
+    std::lock_guard lock(mutex_);
+    if (done_) return;
+    chunk(index, std::exchange(pending_text_[index], {}), "", std::move(list));
   }
 
   // Choice `index` is done; the request, once every choice is.
@@ -97,10 +111,9 @@ class Generation {
     const bool last = ++finished_ == outputs_.size();
     if (done_) return;
     if (stream_) {
-      begin();
-      event(dump(stream_chunk(endpoint_, id_, created_, model_, index, "", outputs_[index].finish_reason,
-                              first_[index])));
-      first_[index] = false;
+      // Text that came without tokens (what a cancelled choice's end releases) goes first.
+      if (!pending_text_[index].empty()) chunk(index, std::exchange(pending_text_[index], {}), "");
+      chunk(index, "", outputs_[index].finish_reason);
     }
     if (!last) return;
     done_ = true;
@@ -133,8 +146,15 @@ class Generation {
     done_ = true;
     if (status == 400) settled_(Outcome::Rejected);
     if (!begun_) return exchange_->respond(error_response_(status, message));
-    event(dump(stream_chunk(endpoint_, id_, created_, model_, 0, "", "error", false)));
+    chunk(0, "", "error");
     end();
+  }
+  // One chunk of choice `index`; with return_tokens its "tokens" are `list` (none: empty).
+  void chunk(int index, const std::string& text, const std::string& finish_reason, json list = json::array()) {
+    begin();
+    event(dump(stream_chunk(endpoint_, id_, created_, model_, index, text, finish_reason, first_[index],
+                            return_tokens_ ? list : json(nullptr))));
+    first_[index] = false;
   }
   void begin() {
     if (begun_) return;
@@ -153,7 +173,7 @@ class Generation {
   const Endpoint endpoint_;
   const std::string id_, model_;
   const int64_t created_;
-  const bool stream_, include_usage_;
+  const bool stream_, include_usage_, return_tokens_;
   const HttpHeaders headers_;  // CORS
   const ErrorResponder error_response_;
   Settled settled_;
@@ -161,6 +181,7 @@ class Generation {
   mutable std::mutex mutex_;
   std::vector<GenerationOutput> outputs_;  // by choice
   std::vector<bool> first_;                // by choice: no chunk sent yet
+  std::vector<std::string> pending_text_;  // by choice, with return_tokens: text awaiting its tokens
   size_t finished_ = 0;  // choices with their output
   bool begun_ = false, done_ = false, all_finished_ = true;
 };
@@ -191,7 +212,7 @@ struct HttpServer::Impl {
   // The POST routes: run on the transport's worker threads (they parse and tokenize bodies).
   using PostHandler = std::function<void(const std::string& body, const std::shared_ptr<Exchange>& exchange)>;
   std::map<std::string, PostHandler> post_routes;
-  const std::set<std::string> get_routes = {"/health", "/metrics", "/v1/models"};
+  const std::set<std::string> get_routes = {"/health", "/metrics", "/v1/models", "/viz", "/viz/config"};
 
   // Last: its threads call the members above, and it stops them before those go.
   HttpTransport transport;
@@ -239,6 +260,20 @@ struct HttpServer::Impl {
                                        : "server_error";
     return {status, "application/json", dump(error_body(message, type, status)), cors()};
   }
+  // What the visualizer shows and starts its form from.
+  json viz_config() const {
+    const SamplingParams& d = options.defaults;
+    return {{"model", options.model_name},
+            {"block_length", engine.summary().block_length},
+            {"strategies", remasking_strategies()},
+            {"api_key_required", !options.api_key.empty()},
+            {"defaults",
+             {{"remasking_strategy", d.remasking_strategy},
+              {"denoising_steps", d.denoising_steps},
+              {"dynamic_threshold", d.dynamic_threshold},
+              {"temperature", d.temperature},
+              {"max_tokens", d.max_tokens}}}};
+  }
   json model_entry() const {
     return {{"id", options.model_name}, {"object", "model"}, {"created", started}, {"owned_by", "jetengine"}};
   }
@@ -273,6 +308,9 @@ void HttpServer::Impl::route(HttpRequest&& request, const std::shared_ptr<Exchan
   if (request.method == "GET" || request.method == "HEAD") {
     if (path == "/health") return exchange->respond({200, "application/json", R"({"status":"ok"})", cors()});
     if (path == "/metrics") return exchange->respond({200, "text/plain; version=0.0.4", metrics(), cors()});
+    // The visualizer stays open without a key: it holds nothing, and its requests carry the key.
+    if (path == "/viz") return exchange->respond({200, "text/html; charset=utf-8", std::string(viz_page()), cors()});
+    if (path == "/viz/config") return exchange->respond(json_response(viz_config()));
     if (path == "/v1/models") {
       return exchange->respond(json_response({{"object", "list"}, {"data", json::array({model_entry()})}}));
     }
@@ -340,6 +378,11 @@ void HttpServer::Impl::generate(Endpoint endpoint, const std::string& body, cons
     request.params = parsed.params;
     if (parsed.params.seed) request.params.seed = *parsed.params.seed + static_cast<uint64_t>(j);
     if (parsed.stream) request.on_text = [generation, i](const std::string& text) { generation->text(i, text); };
+    if (parsed.return_tokens) {
+      request.on_tokens = [this, generation, i](const std::vector<CommittedToken>& tokens) {
+        generation->tokens(i, token_list(tokens, engine.tokenizer()));
+      };
+    }
     request.cancelled = [generation] { return generation->gone(); };
     request.on_output = [this, generation, i, j](GenerationOutput&& out) {
       prompt_tokens += j == 0 ? out.prompt_len : 0;

@@ -177,6 +177,9 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const En
     const JsonObject options(value, "the request body's stream_options");
     parsed.include_usage = options.get_bool("include_usage", false);
   }
+  parsed.return_tokens = request.get_bool("return_tokens", false);
+  JET_CHECK(!parsed.return_tokens || parsed.stream, request.source(),
+            ": key 'return_tokens' needs 'stream': true (the tokens ride in the stream's chunks)");
   if (endpoint == Endpoint::Completions) {
     parsed.prompts = read_prompts(request);
   } else {
@@ -209,8 +212,9 @@ json completion_response(Endpoint endpoint, const std::string& id, int64_t creat
 }
 
 json stream_chunk(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model, int index,
-                  const std::string& text, const std::string& finish_reason, bool first) {
+                  const std::string& text, const std::string& finish_reason, bool first, const json& tokens) {
   json choice = {{"index", index}, {"finish_reason", finish(finish_reason)}};
+  if (!tokens.is_null()) choice["tokens"] = tokens;
   if (endpoint == Endpoint::Completions) {
     choice["text"] = text;
   } else {
@@ -224,6 +228,17 @@ json stream_chunk(Endpoint endpoint, const std::string& id, int64_t created, con
           {"created", created},
           {"model", model},
           {"choices", json::array({choice})}};
+}
+
+json token_list(const std::vector<CommittedToken>& tokens, const Tokenizer& tokenizer) {
+  json list = json::array();
+  for (const CommittedToken& t : tokens) {
+    list.push_back({{"id", t.id},
+                    {"text", tokenizer.decode(std::vector<int32_t>{t.id})},
+                    {"step", t.step},
+                    {"logprob", t.logprob}});
+  }
+  return list;
 }
 
 json usage_chunk(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,

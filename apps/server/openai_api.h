@@ -23,12 +23,16 @@ struct ParsedRequest {
   SamplingParams params;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk carries the token counts
+  // "return_tokens" (a jetengine extension, stream only): every chunk's choice carries "tokens",
+  // the tokens committed with its text (token_list), for visualizers such as GET /viz.
+  bool return_tokens = false;
   int n = 1;  // choices: n engine requests of the prompt (a given seed s gives choice i seed s + i)
   std::optional<std::string> model;  // the request's "model", when it names one
 };
 
 // Reads a request body. Fields: OpenAI's (prompt or messages, max_tokens / max_completion_tokens,
-// temperature, top_p, seed, stream, stream_options.include_usage, n, stop: a string or a list) and the engine's sampling fields under
+// temperature, top_p, seed, stream, stream_options.include_usage, n, stop: a string or a list),
+// jetengine's return_tokens (with stream only) and the engine's sampling fields under
 // their SamplingParams names (top_k, repetition_penalty, ignore_eos, stop_token_ids,
 // denoising_steps, remasking_strategy, dynamic_threshold, dynamic_factor, eb_threshold,
 // diversity_enforce_barrier, epsilon_greedy); other
@@ -46,8 +50,14 @@ nlohmann::json completion_response(Endpoint endpoint, const std::string& id, int
 
 // One SSE chunk of a streamed response, for choice `index`: new completion text, or (finish_reason
 // set, text empty) the choice's last one. Chat chunks carry the assistant role in a choice's first.
+// `tokens` (a token_list), unless null, goes into the choice as "tokens" (return_tokens).
 nlohmann::json stream_chunk(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
-                            int index, const std::string& text, const std::string& finish_reason, bool first);
+                            int index, const std::string& text, const std::string& finish_reason, bool first,
+                            const nlohmann::json& tokens = nullptr);
+
+// Committed tokens as return_tokens sends them: [{"id", "text" (the token decoded alone, special
+// tokens kept), "step" (the 1-based denoise step that unmasked it), "logprob"}].
+nlohmann::json token_list(const std::vector<CommittedToken>& tokens, const Tokenizer& tokenizer);
 
 // The chunk that ends a stream asked for stream_options.include_usage: no choices, the usage.
 nlohmann::json usage_chunk(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,

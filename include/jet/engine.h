@@ -101,13 +101,25 @@ using ProgressFn = std::function<void(size_t done, size_t total, size_t completi
 // Called once per finished prompt with its index in the submitted list (streaming).
 using OutputFn = std::function<void(size_t index, GenerationOutput&& output)>;
 
-// What the loaded model is, for summaries.
+// A completion token as a step committed it (what GenerationOutput holds for it, by position).
+struct CommittedToken {
+  int32_t id = 0;
+  int32_t step = 0;      // the 1-based global denoise step that unmasked it (trajectory's value)
+  float logprob = 0.0f;  // ln of its confidence
+};
+
 // One request of a serving loop (Engine::serve). The callbacks run on the thread that called serve.
 struct ServeRequest {
   Prompt prompt;
   SamplingParams params;
   // After every step that commits completion text for this request: the new text (optional).
   std::function<void(const std::string& text)> on_text;
+  // After every step that commits completion tokens for this request, after that step's on_text:
+  // the tokens committed since the last call, in order (optional; a visualizer's view of the
+  // decode). Together they are the output's completion_ids, trajectory and logprobs; a preempted
+  // request recommits the same tokens, which are not sent twice (the output then has the
+  // recomputed logprobs, which a different batch may round differently in the last bits).
+  std::function<void(const std::vector<CommittedToken>& tokens)> on_tokens;
   // Once, when it finishes.
   std::function<void(GenerationOutput&& output)> on_output;
   // Once instead of everything else, for a request the engine rejects (bad prompt or parameters).
@@ -123,6 +135,7 @@ struct ServeRequest {
 // comes). Appends at most `room` requests to `out`; returns false to stop serving.
 using RequestSource = std::function<bool(size_t room, bool idle, std::vector<ServeRequest>& out)>;
 
+// What the loaded model is, for summaries.
 struct ModelSummary {
   std::string model_type;
   int num_layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;

@@ -464,6 +464,26 @@ void Engine::serve(const RequestSource& source, int max_active) {
       streamed = text.size();
       return out;
     }
+    size_t tokens_sent = 0;  // completion tokens handed to on_tokens
+    // The committed tokens since the last call (a restarted sequence's recommits excluded).
+    std::vector<CommittedToken> new_tokens() {
+      std::vector<CommittedToken> out;
+      for (; tokens_sent < seq.completion.size(); ++tokens_sent) {
+        out.push_back({seq.completion[tokens_sent], seq.trajectory[tokens_sent], seq.logprobs[tokens_sent]});
+      }
+      return out;
+    }
+    // What this step committed, to the request's callbacks.
+    void send_progress() {
+      if (request.on_text) {
+        const std::string text = new_text();
+        if (!text.empty()) request.on_text(text);
+      }
+      if (request.on_tokens) {
+        const std::vector<CommittedToken> tokens = new_tokens();
+        if (!tokens.empty()) request.on_tokens(tokens);
+      }
+    }
   };
   std::map<size_t, Live> live;
   size_t next_id = 0;
@@ -492,19 +512,12 @@ void Engine::serve(const RequestSource& source, int max_active) {
       },
       [&](Sequence& seq) {
         Live& entry = live.at(seq.index);
-        if (entry.request.on_text) {
-          const std::string rest = entry.new_text();
-          if (!rest.empty()) entry.request.on_text(rest);
-        }
+        entry.send_progress();
         if (entry.request.on_output) entry.request.on_output(impl.make_output(seq));
         live.erase(seq.index);
       },
       [&] {
-        for (auto& [id, entry] : live) {
-          if (!entry.request.on_text) continue;
-          const std::string text = entry.new_text();
-          if (!text.empty()) entry.request.on_text(text);
-        }
+        for (auto& [id, entry] : live) entry.send_progress();
       });
 }
 

@@ -1,6 +1,7 @@
 // Engine::serve, the serving loop: requests that join while others run decode exactly as a batch
 // generate of the same prompts does, the streamed text adds up to each completion, and a
-// rejected request gets its error while the others finish.
+// rejected request gets its error while the others finish; the committed tokens reported step by
+// step are the output's, none twice, under preemption too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +17,8 @@ using jet::test::greedy;
 
 struct Result {
   std::string streamed, error;
+  std::vector<int32_t> ids, steps;  // on_tokens' tokens, concatenated
+  std::vector<float> logprobs;
   jet::GenerationOutput output;
   int outputs = 0;
 };
@@ -26,6 +29,14 @@ jet::ServeRequest request_into(Result& r, jet::Prompt prompt, const jet::Samplin
   q.prompt = std::move(prompt);
   q.params = params;
   q.on_text = [&r](const std::string& text) { r.streamed += text; };
+  q.on_tokens = [&r](const std::vector<jet::CommittedToken>& tokens) {
+    EXPECT_FALSE(tokens.empty());
+    for (const jet::CommittedToken& t : tokens) {
+      r.ids.push_back(t.id);
+      r.steps.push_back(t.step);
+      r.logprobs.push_back(t.logprob);
+    }
+  };
   q.on_output = [&r](jet::GenerationOutput&& out) {
     r.output = std::move(out);
     ++r.outputs;
@@ -138,4 +149,44 @@ TEST(EngineServe, ACancelledRequestStopsAndFreesItsPlaceForTheOthers) {
   EXPECT_TRUE(results[2].output.completion_ids.empty());
   // Nothing leaked: the engine decodes as before.
   EXPECT_EQ(engine.generate(prompts, {greedy(16)})[2].completion_ids, batch[2].completion_ids);
+}
+
+TEST(EngineServe, CommittedTokensAddUpToTheOutputUnderPreemption) {
+  const std::string dir = jet::test::tiny_model_folder("--arch sdar --seed 10");
+  jet::EngineOptions options = jet::test::cpu_options(dir);
+  // 12 pages of 8 tokens hold 3 of these sequences at full length: 8 in flight must preempt.
+  options.kvcache_page_size = 8;
+  options.num_kvcache_pages = 12;
+  options.enable_prefix_caching = false;
+  jet::Engine engine(options);
+  jet::SamplingParams sampled;  // sampled, seeded: logprobs that differ, a restart that repeats
+  sampled.temperature = 1.0;
+  sampled.max_tokens = 16;
+  sampled.ignore_eos = true;
+  sampled.denoising_steps = 2;
+  std::vector<Result> results(8);
+  bool handed = false;
+  testing::internal::CaptureStderr();
+  engine.serve([&](size_t, bool, std::vector<jet::ServeRequest>& out) {
+    for (size_t i = 0; i < results.size() && !handed; ++i) {
+      sampled.seed = i;
+      std::vector<int32_t> prompt;
+      for (size_t k = 0; k < 9 + i % 4; ++k) prompt.push_back(static_cast<int32_t>(20 + 7 * i + k));
+      out.push_back(request_into(results[i], prompt, sampled));
+    }
+    handed = true;
+    return false;
+  });
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("preemptions"), std::string::npos);
+  for (size_t i = 0; i < results.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    const jet::GenerationOutput& out = results[i].output;
+    EXPECT_EQ(results[i].outputs, 1);
+    EXPECT_EQ(out.completion_ids.size(), 16u);
+    EXPECT_EQ(results[i].ids, out.completion_ids);
+    EXPECT_EQ(results[i].steps, out.trajectory);
+    // A restart recomputes a token in another batch, so its logprob may differ in the last bits.
+    ASSERT_EQ(results[i].logprobs.size(), out.logprobs.size());
+    for (size_t k = 0; k < out.logprobs.size(); ++k) EXPECT_NEAR(results[i].logprobs[k], out.logprobs[k], 1e-4);
+  }
 }

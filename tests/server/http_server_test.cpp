@@ -3,7 +3,7 @@
 // concurrent requests all finish, bad requests get a JSON 4xx while the server keeps serving,
 // and the metrics count what happened. Hostile clients (slow senders, pipelining, oversized or
 // malformed requests, more connections than the bound, streams nobody reads) cannot lock out the
-// others.
+// others. The visualizer's routes and return_tokens chunks.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -278,6 +279,79 @@ TEST_F(Served, StreamedDeltasAddUpToTheCompletion) {
   EXPECT_EQ(finish, "length");
   EXPECT_EQ(whole["usage"]["completion_tokens"], 12);
   EXPECT_EQ(usage, whole["usage"]);
+}
+
+// return_tokens (a jetengine extension): every chunk carries the tokens committed with its text,
+// which add up to the completion; without it the chunks have no "tokens".
+TEST_F(Served, ReturnTokensChunksCarryTheCommittedTokens) {
+  json body = {{"prompt", "12 + 30 ="}, {"temperature", 0},      {"max_tokens", 12},
+               {"ignore_eos", true},   {"denoising_steps", 2}, {"stream", true}};
+  const auto plain = client().Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->body.find("\"tokens\""), std::string::npos);
+  body["return_tokens"] = true;
+  auto res = client().Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  std::istringstream events(res->body);
+  std::string line, text;
+  std::vector<int32_t> ids;
+  int last_step = 0, chunks = 0;
+  while (std::getline(events, line)) {
+    if (line.rfind("data: ", 0) != 0 || line == "data: [DONE]") continue;
+    const json choice = json::parse(line.substr(6))["choices"][0];
+    ASSERT_TRUE(choice["tokens"].is_array()) << line;
+    text += choice["text"].get<std::string>();
+    if (!choice["text"].get<std::string>().empty()) {
+      EXPECT_FALSE(choice["tokens"].empty()) << line;
+    }
+    if (!choice["tokens"].empty()) ++chunks;
+    for (const json& token : choice["tokens"]) {
+      const int32_t id = token["id"];
+      ids.push_back(id);
+      EXPECT_EQ(token["text"], engine_->tokenizer().decode(std::vector<int32_t>{id}));
+      // In position order within a block (steps in any order), after the earlier blocks' steps.
+      EXPECT_GT(token["step"].get<int>(), last_step);
+      EXPECT_LE(token["logprob"].get<double>(), 0.0);
+    }
+    for (const json& token : choice["tokens"]) last_step = std::max(last_step, token["step"].get<int>());
+  }
+  EXPECT_EQ(ids.size(), 12u);
+  EXPECT_GE(chunks, 3);  // one per committed block of B = 4
+  EXPECT_LE(last_step, 2 * chunks);  // S = 2 steps per block
+  EXPECT_EQ(engine_->tokenizer().decode(ids, /*skip_special_tokens=*/true), text);
+  // Chat streams carry them too.
+  const json chat_body = {{"messages", {{{"role", "user"}, {"content", "What is 4821 + 937?"}}}},
+                          {"temperature", 0}, {"stream", true}, {"return_tokens", true}};
+  const auto chat = client().Post("/v1/chat/completions", chat_body.dump(), "application/json");
+  ASSERT_TRUE(chat);
+  EXPECT_NE(chat->body.find("\"tokens\":[{\"id\""), std::string::npos) << chat->body;
+  body.erase("stream");
+  EXPECT_NE(post("/v1/completions", body, 400)["error"]["message"].get<std::string>().find(
+                "'return_tokens' needs 'stream': true"),
+            std::string::npos);
+}
+
+// GET /viz: the visualizer's page; GET /viz/config: what it starts from.
+TEST_F(Served, VizPageAndItsConfig) {
+  auto page = client().Get("/viz");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_EQ(page->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_EQ(page->body.rfind("<!doctype html>", 0), 0u);
+  EXPECT_NE(page->body.find("return_tokens: true"), std::string::npos);
+  auto config = client().Get("/viz/config");
+  ASSERT_TRUE(config);
+  EXPECT_EQ(config->status, 200);
+  const json c = json::parse(config->body);
+  EXPECT_EQ(c["model"], "demo");
+  EXPECT_EQ(c["block_length"], engine_->summary().block_length);
+  EXPECT_EQ(c["strategies"].get<std::vector<std::string>>(), jet::remasking_strategies());
+  EXPECT_EQ(c["api_key_required"], false);
+  EXPECT_EQ(c["defaults"]["remasking_strategy"], "low_confidence_static");
+  auto wrong_method = client().Post("/viz", "", "text/plain");
+  ASSERT_TRUE(wrong_method);
+  EXPECT_EQ(wrong_method->status, 405);
 }
 
 TEST_F(Served, NChoicesAreSeededRequestsOfTheirOwn) {
@@ -749,6 +823,10 @@ TEST(ServerAccess, V1RoutesNeedTheApiKeyAndPreflightsAreAnswered) {
   auto health = c.Get("/health");  // load balancers probe without keys
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
+  auto viz = c.Get("/viz/config");  // the page loads without a key; its requests carry one
+  ASSERT_TRUE(viz);
+  EXPECT_EQ(viz->status, 200);
+  EXPECT_EQ(json::parse(viz->body)["api_key_required"], true);
 
   auto preflight = c.Options("/v1/chat/completions");
   ASSERT_TRUE(preflight);
