@@ -104,12 +104,14 @@ std::string decode_path(std::string_view target) {
 // Beast refuses a Content-Length that is no byte count without keeping the field, so its value
 // is read back from the raw header for the error message.
 std::string bad_length_message(const std::string& raw) {
-  std::string lower = raw.substr(0, raw.find("\r\n\r\n"));
+  const std::string head = raw.substr(0, raw.find("\r\n\r\n"));
+  std::string lower = head;
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   const std::string name = "\ncontent-length:";
   const size_t at = lower.find(name);
   if (at == std::string::npos) return "the Content-Length header is not a byte count";
-  std::string value = raw.substr(at + name.size(), lower.find('\r', at + 1) - at - name.size());
+  const size_t end = std::min(lower.find('\r', at + 1), head.size());  // the last field ends the head
+  std::string value = head.substr(at + name.size(), end - at - name.size());
   value.erase(0, value.find_first_not_of(" \t"));
   if (!value.empty() && value.find_first_not_of("0123456789 \t") == std::string::npos) {
     return "the request's Content-Length headers disagree, or come with Transfer-Encoding";
@@ -232,6 +234,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (hub_.stopping) return close();
     parser_.emplace();
     parser_->header_limit(kMaxHeaderBytes);
+    header_bytes_ = 0;
     parser_->body_limit(kMaxBodyBytes);
     set_reading(true);
     // One deadline for the whole request, header and body: a client sending a byte now and then
@@ -249,6 +252,12 @@ class Session : public std::enable_shared_from_this<Session> {
       const size_t used = parser_->put(buffer_.data(), ec);
       if (ec && ec != http::error::need_more) return read_failed(ec);
       buffer_.consume(used);
+      header_bytes_ += used;
+      // Beast 1.74 lets a header that arrives in large reads run past its limit by up to a read
+      // (a header of many small fields in one send passed at 80 KiB), so the bound is also kept here.
+      if (header_bytes_ + (parser_->is_header_done() ? 0 : buffer_.size()) > kMaxHeaderBytes) {
+        return read_failed(http::error::header_limit);
+      }
       if (parser_->is_header_done()) return on_header();
     }
     stream_.async_read_some(buffer_.prepare(16 << 10), [self = shared_from_this()](beast::error_code ec, size_t n) {
@@ -393,6 +402,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Answer answer_ = Answer::None;
   unsigned version_ = 11;
   bool keep_alive_ = false, head_only_ = false;
+  size_t header_bytes_ = 0;  // of the request being read, taken by the parser
   std::string queued_, writing_;
   bool writing_in_flight_ = false;
   Then then_ = Then::Nothing;

@@ -89,8 +89,6 @@ def test_aborted_streams_free_their_place(figures):
     assert figures["metrics_during_attack"]["aborted"] >= figures["attackers"]["abort"]["tries"]
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: a header of many fields written at once is refused only past "
-                                       "~80 KiB (64 KiB + one 16 KiB read), not past 64 KiB as documented")
 def test_a_header_of_many_fields_over_64_kib_is_refused():
     proc, port = start_server("--model", str(MODEL))
     try:

@@ -532,6 +532,9 @@ TEST_F(Served, HttpLevelErrorsAreJsonAndBodiesAreReadWhateverTheirType) {
               std::string::npos)
         << answer;
   }
+  // As the last field, the value still ends at its line (not at the end of what was sent).
+  const std::string last = raw_exchange("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}");
+  EXPECT_NE(last.find("the Content-Length header 'abc' is not a byte count"), std::string::npos) << last;
   // What `curl -d` sends: form-encoded, past httplib's 8 KiB limit for forms.
   json body = chat("What is 12 + 30?");
   body["user"] = std::string(10000, 'u');
@@ -623,6 +626,17 @@ TEST_F(Served, AnOversizedHeaderIs431) {
       raw_exchange("GET /health HTTP/1.1\r\nHost: x\r\nX-Padding: " + std::string(100000, 'a') + "\r\n\r\n");
   EXPECT_EQ(answer.rfind("HTTP/1.1 431 ", 0), 0u) << answer.substr(0, 200);
   EXPECT_NE(answer.find("the request header exceeds 64 KiB"), std::string::npos) << answer;
+  // Many small fields in one send, 66 KiB in all: over the limit too, while 60 KiB of them pass.
+  auto fields = [](int count) {
+    std::string text;
+    for (int i = 0; i < count; ++i) text += "X-F" + std::to_string(i) + ": " + std::string(24, 'b') + "\r\n";
+    return text;
+  };
+  const std::string many = raw_exchange("GET /health HTTP/1.1\r\nHost: x\r\n" + fields(2000) + "\r\n");
+  EXPECT_EQ(many.rfind("HTTP/1.1 431 ", 0), 0u) << many.substr(0, 200);
+  const std::string fewer =
+      raw_exchange("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + fields(1800) + "\r\n");
+  EXPECT_EQ(fewer.rfind("HTTP/1.1 200 ", 0), 0u) << fewer.substr(0, 200);
 }
 
 TEST_F(Served, ABodyOverTheLimitIs413BeforeItIsSent) {
