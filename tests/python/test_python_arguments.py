@@ -31,7 +31,7 @@ def test_the_originals_defaults():
     assert defaults == dict(temperature=1.0, max_tokens=64, ignore_eos=False, block_length=None, denoising_steps=4,
                             dynamic_threshold=0.9, eb_threshold=0.35, topk=0, topp=1.0, repetition_penalty=1.0,
                             remasking_strategy="low_confidence_static", stop_words=None, dynamic_factor=1.0,
-                            seed=None, stop_token_ids=None)
+                            seed=None, stop_token_ids=None, stop=None)
     config = {f.name: f.default for f in dataclasses.fields(Config) if f.name != "model"}
     assert config == dict(max_num_batched_tokens=131072, max_num_seqs=512, max_model_len=4096,
                           gpu_memory_utilization=0.8, tensor_parallel_size=1, enforce_eager=False,
