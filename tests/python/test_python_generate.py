@@ -258,20 +258,28 @@ def test_tokenizer_call_decode_of_one_id_and_token_strings(llm):
 def test_ctrl_c_stops_generation_and_the_engine_stays_usable(llm, monkeypatch):
     # Ctrl-C from another thread while the engine runs, sent once the engine has stepped (a
     # timer of 0.3 s could fire before the call had started on a loaded machine): the progress
-    # callback, which the engine calls every step, tells a helper thread when to send it.
+    # callback, which the engine calls every step, tells a helper thread when to send it, and
+    # waits until it is sent (on a loaded machine the helper thread could otherwise first run
+    # after the whole list had been decoded).
     import jetengine.progress
 
     steps = []
-    running = threading.Event()
+    running, sent = threading.Event(), threading.Event()
 
     def counting_callback(self):
         def on_step(done, total, tokens):
             steps.append(done)
             running.set()
+            sent.wait(60)
         return on_step
 
+    def send():
+        if running.wait(60):
+            os.kill(os.getpid(), signal.SIGINT)
+        sent.set()
+
     monkeypatch.setattr(jetengine.progress.Progress, "callback", counting_callback)
-    sender = threading.Thread(target=lambda: running.wait(60) and os.kill(os.getpid(), signal.SIGINT))
+    sender = threading.Thread(target=send)
     prompts = random_prompts(3000, seed=8)
     params = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
     sender.start()
