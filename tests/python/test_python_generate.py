@@ -279,13 +279,19 @@ def test_ctrl_c_stops_generation_and_the_engine_stays_usable(llm, monkeypatch):
         sent.set()
 
     monkeypatch.setattr(jetengine.progress.Progress, "callback", counting_callback)
+    # Python leaves SIGINT ignored when it starts with it ignored, as a shell does for a command
+    # it runs in the background ('&' without job control): Ctrl-C's handler, for this test.
+    previous_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     sender = threading.Thread(target=send)
     prompts = random_prompts(3000, seed=8)
     params = SamplingParams(temperature=0, max_tokens=64, ignore_eos=True)
     sender.start()
-    with pytest.raises(KeyboardInterrupt):
-        llm.generate_streaming(prompts, params, max_active=1, use_tqdm=False)
-    sender.join()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            llm.generate_streaming(prompts, params, max_active=1, use_tqdm=False)
+    finally:
+        sender.join()
+        signal.signal(signal.SIGINT, previous_handler)
     assert running.is_set()
     assert steps[-1] < len(prompts)  # stopped early: the whole list takes far more steps
     monkeypatch.undo()
