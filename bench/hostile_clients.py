@@ -406,38 +406,29 @@ def oversized(port, outcomes, end):
         if variant == 0:  # the header only: refused from its Content-Length
             expect_refusal(port, outcomes, "oversized", head, 413, message="exceeds 16 MiB")
         elif variant == 1:  # the whole 17 MiB, sent while the answer waits
-            sock = None
-            try:
-                sock = connect(port)
-                reader = _FileSocket(sock)
-                sender = threading.Thread(target=lambda: _send_quietly(sock, head + body))
-                sender.start()
-                status, _, text = read_response(reader)
-                sender.join()
-                ok = status == 413 and closed_after(sock, reader)
-                outcomes.add("oversized", "413, closed", ok, f"HTTP {status}: {text[:100]!r}")
-            except Exception as e:  # noqa: BLE001
-                outcomes.add("oversized", "413, closed", False, f"{type(e).__name__}: {e}")
-            finally:
-                if sock:
-                    sock.close()
+            expect_413_while_sending(port, outcomes, head + body, "")
         else:  # chunked, 17 chunks of 1 MiB: refused once past 16 MiB
-            sock = None
-            try:
-                sock = connect(port)
-                reader = _FileSocket(sock)
-                sender = threading.Thread(target=lambda: _send_quietly(sock, chunked_head + chunk * 17 + b"0\r\n\r\n"))
-                sender.start()
-                status, _, text = read_response(reader)
-                sender.join()
-                ok = status == 413 and closed_after(sock, reader)
-                outcomes.add("oversized", "413, closed", ok, f"chunked: HTTP {status}: {text[:100]!r}")
-            except Exception as e:  # noqa: BLE001
-                outcomes.add("oversized", "413, closed", False, f"chunked: {type(e).__name__}: {e}")
-            finally:
-                if sock:
-                    sock.close()
+            expect_413_while_sending(port, outcomes, chunked_head + chunk * 17 + b"0\r\n\r\n", "chunked: ")
         time.sleep(0.5)
+
+
+def expect_413_while_sending(port, outcomes, request, label):
+    """Sends `request` from another thread while reading the answer: a 413, then the close."""
+    sock = None
+    try:
+        sock = connect(port)
+        reader = _FileSocket(sock)
+        sender = threading.Thread(target=lambda: _send_quietly(sock, request))
+        sender.start()
+        status, _, text = read_response(reader)
+        sender.join()
+        ok = status == 413 and closed_after(sock, reader)
+        outcomes.add("oversized", "413, closed", ok, f"{label}HTTP {status}: {text[:100]!r}")
+    except Exception as e:  # noqa: BLE001
+        outcomes.add("oversized", "413, closed", False, f"{label}{type(e).__name__}: {e}")
+    finally:
+        if sock:
+            sock.close()
 
 
 def _send_quietly(sock, data):
