@@ -33,6 +33,16 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// The data of every server-sent event in `body`, in order ("[DONE]" included).
+std::vector<std::string> event_data(const std::string& body) {
+  std::vector<std::string> data;
+  std::istringstream events(body);
+  for (std::string line; std::getline(events, line);) {
+    if (line.rfind("data: ", 0) == 0) data.push_back(line.substr(6));
+  }
+  return data;
+}
+
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -252,14 +262,11 @@ TEST_F(Served, StreamedDeltasAddUpToTheCompletion) {
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
   EXPECT_NE(res->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
-  std::istringstream events(res->body);
-  std::string line, text, finish;
+  std::string text, finish;
   int chunks = 0;
   bool done = false;
   json usage;
-  while (std::getline(events, line)) {
-    if (line.rfind("data: ", 0) != 0) continue;
-    const std::string data = line.substr(6);
+  for (const std::string& data : event_data(res->body)) {
     if (data == "[DONE]") {
       done = true;
       continue;
@@ -293,17 +300,16 @@ TEST_F(Served, ReturnTokensChunksCarryTheCommittedTokens) {
   auto res = client().Post("/v1/completions", body.dump(), "application/json");
   ASSERT_TRUE(res);
   ASSERT_EQ(res->status, 200);
-  std::istringstream events(res->body);
-  std::string line, text;
+  std::string text;
   std::vector<int32_t> ids;
   int last_step = 0, chunks = 0;
-  while (std::getline(events, line)) {
-    if (line.rfind("data: ", 0) != 0 || line == "data: [DONE]") continue;
-    const json choice = json::parse(line.substr(6))["choices"][0];
-    ASSERT_TRUE(choice["tokens"].is_array()) << line;
+  for (const std::string& data : event_data(res->body)) {
+    if (data == "[DONE]") continue;
+    const json choice = json::parse(data)["choices"][0];
+    ASSERT_TRUE(choice["tokens"].is_array()) << data;
     text += choice["text"].get<std::string>();
     if (!choice["text"].get<std::string>().empty()) {
-      EXPECT_FALSE(choice["tokens"].empty()) << line;
+      EXPECT_FALSE(choice["tokens"].empty()) << data;
     }
     if (!choice["tokens"].empty()) ++chunks;
     for (const json& token : choice["tokens"]) {
@@ -377,18 +383,15 @@ TEST_F(Served, NChoicesAreSeededRequestsOfTheirOwn) {
   body["stream"] = true;
   auto res = client().Post("/v1/completions", body.dump(), "application/json");
   ASSERT_TRUE(res);
-  std::istringstream events(res->body);
-  std::string line;
   std::vector<std::string> text(3), finish(3);
   int done = 0;
-  while (std::getline(events, line)) {
-    if (line.rfind("data: ", 0) != 0) continue;
-    if (line == "data: [DONE]") {
+  for (const std::string& data : event_data(res->body)) {
+    if (data == "[DONE]") {
       ++done;
       continue;
     }
     EXPECT_EQ(done, 0) << "a chunk after [DONE]";
-    const json choice = json::parse(line.substr(6))["choices"][0];
+    const json choice = json::parse(data)["choices"][0];
     const int index = choice["index"];
     ASSERT_TRUE(index >= 0 && index < 3);
     EXPECT_TRUE(finish[index].empty()) << "a chunk after choice " << index << " finished";
@@ -438,11 +441,10 @@ TEST_F(Served, StopStringsCutTheAnswer) {
   body["stream"] = true;
   auto res = client().Post("/v1/chat/completions", body.dump(), "application/json");
   ASSERT_TRUE(res);
-  std::istringstream events(res->body);
-  std::string line, content;
-  while (std::getline(events, line)) {
-    if (line.rfind("data: {", 0) != 0) continue;
-    const json delta = json::parse(line.substr(6))["choices"][0]["delta"];
+  std::string content;
+  for (const std::string& data : event_data(res->body)) {
+    if (data == "[DONE]") continue;
+    const json delta = json::parse(data)["choices"][0]["delta"];
     if (delta.contains("content")) content += delta["content"].get<std::string>();
   }
   EXPECT_EQ(content, "5");
