@@ -254,7 +254,7 @@ class Session : public std::enable_shared_from_this<Session> {
       buffer_.consume(used);
       header_bytes_ += used;
       // Beast 1.74 lets a header that arrives in large reads run past its limit by up to a read
-      // (a header of many small fields in one send passed at 80 KiB), so the bound is also kept here.
+      // (many small fields sent at once), so the bound is also kept here.
       if (header_bytes_ + (parser_->is_header_done() ? 0 : buffer_.size()) > kMaxHeaderBytes) {
         return read_failed(http::error::header_limit);
       }
