@@ -32,6 +32,10 @@ class Tokenizer {
   // Ids to text. Ids the tokenizer does not know (e.g. the model's padding rows) decode to
   // nothing; invalid UTF-8 in the bytes becomes U+FFFD per maximal invalid subsequence.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
+  // One token's own bytes, not made valid UTF-8: part of a character a later token completes may
+  // be all it holds (what OpenAI's logprobs call a token's "bytes"). "" for an unknown id, and for
+  // a special token when skip_special_tokens.
+  std::string token_bytes(int32_t id, bool skip_special_tokens = false) const;
 
   int32_t token_to_id(std::string_view token) const;  // -1 if absent
   std::string id_to_token(int32_t id) const;          // "" if absent

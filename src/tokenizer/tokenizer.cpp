@@ -67,6 +67,12 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
   return utf8::decode_lossy(bytes);
 }
 
+std::string Tokenizer::token_bytes(int32_t id, bool skip_special_tokens) const {
+  std::string bytes;
+  impl_->append_bytes(id, skip_special_tokens, bytes);
+  return bytes;
+}
+
 int32_t Tokenizer::token_to_id(std::string_view token) const { return impl_->vocabulary.find(token); }
 
 std::string Tokenizer::id_to_token(int32_t id) const {

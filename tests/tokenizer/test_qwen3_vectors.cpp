@@ -100,6 +100,19 @@ TEST(Qwen3Vectors, UnknownIdsDecodeToNothing) {
   EXPECT_EQ(t.decode(mixed), "Hello world");
 }
 
+TEST(Qwen3Vectors, TokenBytesAreEachTokensOwn) {
+  const Tokenizer& t = qwen3();
+  // 11162 = " " + the first two bytes of U+1F30D, 234 and 235 its last two: not UTF-8 alone.
+  EXPECT_EQ(t.token_bytes(11162), " \xF0\x9F");
+  EXPECT_EQ(t.token_bytes(234), "\x8C");
+  EXPECT_EQ(t.token_bytes(11162) + t.token_bytes(234) + t.token_bytes(235),
+            t.decode(std::vector<int32_t>{11162, 234, 235}));
+  EXPECT_EQ(t.token_bytes(151645), "<|im_end|>");
+  EXPECT_EQ(t.token_bytes(151645, /*skip_special_tokens=*/true), "");
+  EXPECT_EQ(t.token_bytes(151700), "");
+  EXPECT_EQ(t.token_bytes(-5), "");
+}
+
 // Pushes ids one at a time; checks each piece is whole characters and the total equals decode.
 void expect_incremental_matches_decode(const std::vector<int32_t>& ids, bool skip_special) {
   IncrementalDecoder decoder(qwen3(), skip_special);
