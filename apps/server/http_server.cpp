@@ -15,6 +15,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <variant>
@@ -23,6 +24,7 @@
 #include "core/error.h"
 #include "http_transport.h"
 #include "openai_api.h"
+#include "token_logprobs.h"
 #include "viz_page.h"
 
 namespace jet::server {
@@ -46,7 +48,10 @@ bool same_key(const std::string& given, const std::string& expected) {
 // One generate request seen from the engine thread: turns the text and outputs of its choices
 // (n per prompt, one engine request each) into the answer on its client's Exchange, a JSON response once every
 // choice is done or server-sent events as they come. With return_tokens a step's text waits for
-// that step's tokens (Engine::serve sends the text first), so each chunk carries both. A stream
+// that step's tokens (Engine::serve sends the text first), so each chunk carries both. With
+// logprobs a chunk's text is that of the tokens it carries: text the engine releases goes out
+// once its tokens are whole in it (a token whose text is held back, as it may begin a stop string,
+// waits for it), and what is left at the end comes with the last tokens. A stream
 // starts at the first event, so a request the engine rejects still gets its 4xx status rather
 // than an event stream. The engine thread calls it, and stop() for choices still queued, so a
 // mutex orders the calls.
@@ -61,7 +66,7 @@ class Generation {
   using Settled = std::function<void(Outcome)>;
 
   Generation(std::shared_ptr<Exchange> exchange, const ParsedRequest& parsed, Endpoint endpoint, std::string id,
-             std::string model, HttpHeaders headers, ErrorResponder error_response)
+             std::string model, HttpHeaders headers, ErrorResponder error_response, const Tokenizer& tokenizer)
       : exchange_(std::move(exchange)),
         endpoint_(endpoint),
         id_(std::move(id)),
@@ -70,12 +75,15 @@ class Generation {
         stream_(parsed.stream),
         include_usage_(parsed.include_usage),
         return_tokens_(parsed.return_tokens),
+        logprobs_(parsed.logprobs),
         headers_(std::move(headers)),
         error_response_(std::move(error_response)),
+        tokenizer_(tokenizer),
         n_(parsed.n),
         outputs_(parsed.prompts.size() * static_cast<size_t>(parsed.n)),
         first_(outputs_.size(), true),
-        pending_text_(outputs_.size()) {}
+        pending_text_(outputs_.size()),
+        streamed_(stream_ && logprobs_ ? outputs_.size() : 0, StreamedLogprobs{TokenLogprobs(tokenizer)}) {}
 
   void on_settled(Settled settled) { settled_ = std::move(settled); }
 
@@ -89,6 +97,10 @@ class Generation {
   void text(int index, const std::string& text) {
     std::lock_guard lock(mutex_);
     if (done_) return;
+    if (logprobs_) {
+      streamed_[index].released += text.size();
+      return;
+    }
     if (return_tokens_) {
       pending_text_[index] += text;
       return;
@@ -96,11 +108,29 @@ class Generation {
     chunk(index, text, "");
   }
 
-  // The tokens a step committed for choice `index` (a token_list), with that step's text.
-  void tokens(int index, json list) {
+  // The tokens a step committed for choice `index`, after that step's text.
+  void tokens(int index, const std::vector<CommittedToken>& committed) {
     std::lock_guard lock(mutex_);
     if (done_) return;
-    chunk(index, std::exchange(pending_text_[index], {}), "", std::move(list));
+    json list = return_tokens_ ? token_list(committed, tokenizer_) : json(nullptr);
+    if (!logprobs_) return chunk(index, std::exchange(pending_text_[index], {}), "", std::move(list));
+    StreamedLogprobs& s = streamed_[index];
+    for (const CommittedToken& t : committed) s.tokens.push(t.id, t.logprob);
+    // The tokens whose text is released, up to the last that adds some (those that add none wait
+    // with the next that does).
+    const std::vector<TokenLogprob>& all = s.tokens.tokens();
+    size_t ready = s.sent, ready_bytes = s.sent_bytes;
+    for (size_t i = s.sent, end = s.sent_bytes; i < all.size(); ++i) {
+      end += all[i].text.size();
+      if (end > s.released) break;
+      if (!all[i].text.empty()) ready = i + 1, ready_bytes = end;
+    }
+    if (ready == s.sent && !return_tokens_) return;
+    std::string text;
+    for (size_t i = s.sent; i < ready; ++i) text += all[i].text;
+    send_logprobs(index, text, std::span(all).subspan(s.sent, ready - s.sent), std::move(list));
+    s.sent = ready;
+    s.sent_bytes = ready_bytes;
   }
 
   // Choice `index` is done; the request, once every choice is.
@@ -110,7 +140,19 @@ class Generation {
     outputs_[index] = std::move(out);
     const bool last = ++finished_ == outputs_.size();
     if (done_) return;
-    if (stream_) {
+    if (stream_ && logprobs_) {
+      // The text not sent yet, with its tokens, then the end.
+      StreamedLogprobs& s = streamed_[index];
+      const std::string& text = outputs_[index].completion_text;
+      s.tokens.finish(text);
+      const std::vector<TokenLogprob>& all = s.tokens.tokens();
+      const size_t sent = std::min(s.sent, all.size());
+      if (sent < all.size() || s.sent_bytes < text.size()) {
+        send_logprobs(index, text.substr(std::min(s.sent_bytes, text.size())), std::span(all).subspan(sent),
+                      return_tokens_ ? json::array() : json(nullptr));
+      }
+      chunk(index, "", outputs_[index].finish_reason);
+    } else if (stream_) {
       // Text that came without tokens (what a cancelled choice's end releases) goes first.
       if (!pending_text_[index].empty()) chunk(index, std::exchange(pending_text_[index], {}), "");
       chunk(index, "", outputs_[index].finish_reason);
@@ -120,7 +162,9 @@ class Generation {
     settled_(all_finished_ ? Outcome::Ok : Outcome::Aborted);
     if (!stream_) {
       exchange_->respond(
-          {200, "application/json", dump(completion_response(endpoint_, id_, created_, model_, outputs_, n_)), headers_});
+          {200, "application/json",
+           dump(completion_response(endpoint_, id_, created_, model_, outputs_, n_, logprobs_ ? &tokenizer_ : nullptr)),
+           headers_});
       return;
     }
     if (include_usage_) event(dump(usage_chunk(endpoint_, id_, created_, model_, outputs_, n_)));
@@ -150,11 +194,19 @@ class Generation {
     end();
   }
   // One chunk of choice `index`; with return_tokens its "tokens" are `list` (none: empty).
-  void chunk(int index, const std::string& text, const std::string& finish_reason, json list = json::array()) {
+  void chunk(int index, const std::string& text, const std::string& finish_reason, json list = json::array(),
+             const json& logprobs = nullptr) {
     begin();
     event(dump(stream_chunk(endpoint_, id_, created_, model_, index, text, finish_reason, first_[index],
-                            return_tokens_ ? list : json(nullptr))));
+                            return_tokens_ ? list : json(nullptr), logprobs)));
     first_[index] = false;
+  }
+  // A chunk of choice `index` with `text` and the logprobs of `tokens`, the tokens it is made of.
+  void send_logprobs(int index, const std::string& text, std::span<const TokenLogprob> tokens, json list) {
+    StreamedLogprobs& s = streamed_[index];
+    chunk(index, text, "", std::move(list),
+          endpoint_ == Endpoint::Completions ? completion_logprobs(tokens, s.sent_characters) : chat_logprobs(tokens));
+    s.sent_characters += count_characters(text);
   }
   void begin() {
     if (begun_) return;
@@ -173,15 +225,25 @@ class Generation {
   const Endpoint endpoint_;
   const std::string id_, model_;
   const int64_t created_;
-  const bool stream_, include_usage_, return_tokens_;
+  const bool stream_, include_usage_, return_tokens_, logprobs_;
   const HttpHeaders headers_;  // CORS
   const ErrorResponder error_response_;
+  const Tokenizer& tokenizer_;
   Settled settled_;
   const int n_;  // choices per prompt
   mutable std::mutex mutex_;
   std::vector<GenerationOutput> outputs_;  // by choice
   std::vector<bool> first_;                // by choice: no chunk sent yet
   std::vector<std::string> pending_text_;  // by choice, with return_tokens: text awaiting its tokens
+  // A streamed choice's logprobs: its tokens so far, and how far the engine and the chunks are.
+  struct StreamedLogprobs {
+    TokenLogprobs tokens;
+    size_t released = 0;         // bytes of text the engine has released
+    size_t sent = 0;             // tokens sent
+    size_t sent_bytes = 0;       // bytes of text sent
+    size_t sent_characters = 0;  // characters of text sent (text_offset)
+  };
+  std::vector<StreamedLogprobs> streamed_;  // by choice, with stream and logprobs
   size_t finished_ = 0;  // choices with their output
   bool begun_ = false, done_ = false, all_finished_ = true;
 };
@@ -363,7 +425,7 @@ void HttpServer::Impl::generate(Endpoint endpoint, const std::string& body, cons
       (endpoint == Endpoint::Completions ? "cmpl-" : "chatcmpl-") + id_prefix + "-" + std::to_string(next_id++);
   auto generation = std::make_shared<Generation>(
       exchange, parsed, endpoint, id, options.model_name, cors(),
-      [this](int status, const std::string& message) { return error_response(status, message); });
+      [this](int status, const std::string& message) { return error_response(status, message); }, engine.tokenizer());
   generation->on_settled([this, weak = std::weak_ptr<Generation>(generation)](Generation::Outcome outcome) {
     ++(outcome == Generation::Outcome::Ok ? ok : outcome == Generation::Outcome::Aborted ? aborted : rejected);
     if (const auto settled = weak.lock()) finished(settled);
@@ -378,10 +440,8 @@ void HttpServer::Impl::generate(Endpoint endpoint, const std::string& body, cons
     request.params = parsed.params;
     if (parsed.params.seed) request.params.seed = *parsed.params.seed + static_cast<uint64_t>(j);
     if (parsed.stream) request.on_text = [generation, i](const std::string& text) { generation->text(i, text); };
-    if (parsed.return_tokens) {
-      request.on_tokens = [this, generation, i](const std::vector<CommittedToken>& tokens) {
-        generation->tokens(i, token_list(tokens, engine.tokenizer()));
-      };
+    if (parsed.return_tokens || (parsed.stream && parsed.logprobs)) {
+      request.on_tokens = [generation, i](const std::vector<CommittedToken>& tokens) { generation->tokens(i, tokens); };
     }
     request.cancelled = [generation] { return generation->gone(); };
     request.on_output = [this, generation, i, j](GenerationOutput&& out) {

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/json_object.h"
+#include "token_logprobs.h"
 
 namespace jet::server {
 
@@ -35,9 +36,9 @@ std::vector<int32_t> token_ids(const JsonObject& body, const std::string& key) {
 // name otherwise (a silently ignored field would give the client what it did not ask for).
 void refuse_unimplemented(const JsonObject& body) {
   static const std::vector<std::pair<const char*, std::vector<json>>> kNoOpValues = {
-      {"logprobs", {false, 0}},      {"top_logprobs", {0}},      {"logit_bias", {json::object()}},
-      {"presence_penalty", {0}},     {"frequency_penalty", {0}}, {"min_tokens", {0}},
-      {"echo", {false}},             {"best_of", {1}},           {"suffix", {""}},
+      {"logit_bias", {json::object()}}, {"presence_penalty", {0}}, {"frequency_penalty", {0}},
+      {"min_tokens", {0}},              {"echo", {false}},         {"best_of", {1}},
+      {"suffix", {""}},
   };
   for (const auto& [key, no_ops] : kNoOpValues) {
     if (!body.has(key)) continue;
@@ -45,6 +46,30 @@ void refuse_unimplemented(const JsonObject& body) {
     JET_CHECK(std::find(no_ops.begin(), no_ops.end(), value) != no_ops.end(), body.source(), ": key '", key, "' (",
               json_excerpt(value), ") is not supported by this engine");
   }
+}
+
+// Whether the choices carry their tokens' logprobs. The engine has each committed token's own
+// log-probability only, so a request for the most likely alternatives is refused.
+bool read_logprobs(const JsonObject& body, Endpoint endpoint) {
+  bool wanted = false;
+  if (endpoint == Endpoint::ChatCompletions) {
+    wanted = body.get_bool("logprobs", false);
+  } else if (body.has("logprobs") && body.json().at("logprobs") != json(false)) {  // false, as null: none
+    const int64_t alternatives = body.get_int("logprobs");
+    JET_CHECK(alternatives >= 0, body.source(), ": key 'logprobs' must be a non-negative integer, got ", alternatives);
+    JET_CHECK(alternatives == 0, body.source(), ": key 'logprobs' (", alternatives, ") asks for the ", alternatives,
+              " most likely tokens at each position, which this engine does not compute; 0 gives the chosen ",
+              "tokens' log-probabilities");
+    wanted = true;
+  }
+  if (body.has("top_logprobs")) {
+    const int64_t top = body.get_int("top_logprobs");
+    JET_CHECK(top >= 0, body.source(), ": key 'top_logprobs' must be a non-negative integer, got ", top);
+    JET_CHECK(top == 0, body.source(), ": key 'top_logprobs' (", top, ") asks for the ", top,
+              " most likely tokens at each position, which this engine does not compute; only 0 is supported",
+              endpoint == Endpoint::ChatCompletions && !wanted ? " (and it needs 'logprobs': true)" : "");
+  }
+  return wanted;
 }
 
 SamplingParams read_sampling(const JsonObject& body, Endpoint endpoint, SamplingParams p) {
@@ -167,6 +192,7 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const En
   ParsedRequest parsed;
   parsed.params = read_sampling(request, endpoint, defaults);
   parsed.stream = request.get_bool("stream", false);
+  parsed.logprobs = read_logprobs(request, endpoint);
   const int64_t n = request.get_int("n", 1);
   JET_CHECK(n >= 1 && n <= kMaxChoices, request.source(), ": key 'n' must be in [1, ", kMaxChoices, "], got ", n);
   parsed.n = static_cast<int>(n);
@@ -191,15 +217,19 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const En
 }
 
 json completion_response(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
-                         const std::vector<GenerationOutput>& choices, int n) {
+                         const std::vector<GenerationOutput>& choices, int n, const Tokenizer* logprobs) {
   json list = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const GenerationOutput& out = choices[i];
-    json choice = {{"index", i}, {"finish_reason", out.finish_reason}};
+    json choice = {{"index", i}, {"finish_reason", out.finish_reason}, {"logprobs", nullptr}};
     if (endpoint == Endpoint::Completions) {
       choice["text"] = out.completion_text;
     } else {
       choice["message"] = {{"role", "assistant"}, {"content", out.completion_text}};
+    }
+    if (logprobs) {
+      const std::vector<TokenLogprob> tokens = token_logprobs(out, *logprobs);
+      choice["logprobs"] = endpoint == Endpoint::Completions ? completion_logprobs(tokens, 0) : chat_logprobs(tokens);
     }
     list.push_back(std::move(choice));
   }
@@ -212,8 +242,9 @@ json completion_response(Endpoint endpoint, const std::string& id, int64_t creat
 }
 
 json stream_chunk(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model, int index,
-                  const std::string& text, const std::string& finish_reason, bool first, const json& tokens) {
-  json choice = {{"index", index}, {"finish_reason", finish(finish_reason)}};
+                  const std::string& text, const std::string& finish_reason, bool first, const json& tokens,
+                  const json& logprobs) {
+  json choice = {{"index", index}, {"finish_reason", finish(finish_reason)}, {"logprobs", logprobs}};
   if (!tokens.is_null()) choice["tokens"] = tokens;
   if (endpoint == Endpoint::Completions) {
     choice["text"] = text;

@@ -1,6 +1,6 @@
 // `jetengine serve` through the official `openai` npm client: chat and completions, plain and
-// streamed, usage in the last stream chunk, seeds, max_tokens, stop strings, a wrong model (404),
-// an API key (401) and an aborted stream. tests/python/test_openai_node_client.py installs the
+// streamed, usage in the last stream chunk, seeds, max_tokens, stop strings, logprobs, a wrong
+// model (404), an API key (401) and an aborted stream. tests/python/test_openai_node_client.py installs the
 // client and starts the servers, then runs
 //
 //   node openai_client_test.mjs --openai-prefix DIR --base-url URL --auth-base-url URL --api-key KEY --model NAME
@@ -28,7 +28,7 @@ for (const key of ["openai-prefix", "base-url", "auth-base-url", "api-key", "mod
 }
 const require = createRequire(path.join(path.resolve(args["openai-prefix"]), "index.js"));
 const OpenAI = require("openai");
-const { NotFoundError, AuthenticationError, APIUserAbortError } = OpenAI;
+const { NotFoundError, AuthenticationError, BadRequestError, APIUserAbortError } = OpenAI;
 
 const MODEL = args.model;
 // Node's own fetch: openai 4.x otherwise uses node-fetch 2, whose streams fail with "Premature
@@ -237,6 +237,52 @@ const checks = {
       equal([s.text, s.finish], [expected, "stop"], `${name}: streamed with stop`);
       seen[name] = { text, stop, expected };
     }
+    return seen;
+  },
+
+  async logprobs() {
+    // Per token: its text (the texts make up the answer) and its log-probability; the same
+    // tokens whole and streamed (each chunk with the tokens of its text).
+    const seen = {};
+    const chatTokens = (logprobs) => (logprobs?.content ?? []).map((t) => [t.token, t.logprob]);
+    const legacyTokens = (logprobs) => (logprobs?.tokens ?? []).map((t, i) => [t, logprobs.token_logprobs[i]]);
+    for (const [name, api, body, tokensOf] of [
+      ["chat", client.chat.completions, sampledChat(41, { max_tokens: 24, logprobs: true, top_logprobs: 0 }),
+       chatTokens],
+      ["completions", client.completions, sampled(41, { max_tokens: 24, logprobs: 0 }), legacyTokens]]) {
+      const plain = await api.create(body);
+      const tokens = tokensOf(plain.choices[0].logprobs);
+      equal(tokens.length, plain.usage.completion_tokens, `${name}: one entry per completion token`);
+      equal(tokens.map(([t]) => t).join(""), textOf(plain), `${name}: the token texts vs the text`);
+      for (const [t, lp] of tokens) {
+        expect(Number.isFinite(lp) && lp <= 0, `${name}: logprob ${lp} of ${JSON.stringify(t)}`);
+      }
+      if (name === "chat") {
+        const bytes = plain.choices[0].logprobs.content.flatMap((t) => t.bytes);
+        equal(Buffer.from(bytes).toString("utf8"), textOf(plain), "chat: the bytes vs the text");
+      } else {
+        equal(plain.choices[0].logprobs.top_logprobs, null, "completions: top_logprobs");
+      }
+      const s = await collect(await api.create({ ...body, stream: true }));
+      const streamed = [];
+      for (const chunk of s.chunks) {
+        const choice = chunk.choices[0];
+        const piece = tokensOf(choice.logprobs);
+        equal(piece.map(([t]) => t).join(""), choice.text ?? choice.delta?.content ?? "",
+              `${name}: a chunk's tokens vs its text`);
+        streamed.push(...piece);
+      }
+      equal(streamed, tokens, `${name}: the streamed tokens vs the whole answer's`);
+      seen[name] = { tokens: tokens.length, first: tokens[0] };
+    }
+    // The engine computes no alternatives: asking for them is a 400 naming the field.
+    const e = await rejects(
+        client.chat.completions.create({ model: MODEL, messages: QUESTION, logprobs: true, top_logprobs: 2 }),
+        BadRequestError, "top_logprobs 2");
+    expect(e.message.includes("top_logprobs"), `the message names top_logprobs: ${e.message}`);
+    const e2 = await rejects(client.completions.create({ model: MODEL, prompt: "1+1=", logprobs: 3 }),
+                             BadRequestError, "completions, logprobs 3");
+    expect(e2.message.includes("'logprobs'"), `the message names logprobs: ${e2.message}`);
     return seen;
   },
 

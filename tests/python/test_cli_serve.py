@@ -1,17 +1,20 @@
 """`jetengine serve` as a process: it prints the port it picked (--port 0), answers an OpenAI chat
 request with the demo model on the CPU, Ctrl-C (SIGINT) stops it with exit code 0, SIGTERM lets
-a stream in flight finish, and bad connection limits are refused. Skipped when the binary
+a stream in flight finish, bad connection limits are refused, and `logprobs` (chat and
+completions, whole and streamed) give the Python API's log-probabilities. Skipped when the binary
 (jet_test_utils.CLI) was built without the server."""
 import json
+import math
 import re
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
 
 import pytest
 
-from jet_test_utils import CLI, REPO, run_cli
+from jet_test_utils import BUILD, CLI, REPO, run_cli
 
 MODEL = REPO / "models" / "sdar-tiny-arith"
 
@@ -90,3 +93,72 @@ def test_bad_connection_limits_are_refused(flags, message):
     result = run_cli(["serve", "--model", MODEL, "--device", "cpu", "--port", "0", *flags])
     assert result.returncode != 0
     assert message in result.stderr
+
+
+def post(port, path, body):
+    """The answer to a POST: the JSON of a response, or the JSON of every event of a stream."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        if not body.get("stream"):
+            return json.load(response)
+        return [json.loads(line[6:]) for line in response if line.startswith(b"data: {")]
+
+
+def token_logprobs(chat, logprobs):
+    """(token texts, logprobs) of a choice's or a chunk's logprobs, in either endpoint's shape."""
+    if chat:
+        for entry in logprobs["content"]:
+            assert entry["top_logprobs"] == [] and bytes(entry["bytes"]) == entry["token"].encode()
+        return [e["token"] for e in logprobs["content"]], [e["logprob"] for e in logprobs["content"]]
+    assert logprobs["top_logprobs"] is None
+    assert len(logprobs["text_offset"]) == len(logprobs["tokens"]) == len(logprobs["token_logprobs"])
+    return logprobs["tokens"], logprobs["token_logprobs"]
+
+
+@pytest.mark.parametrize("chat", [True, False], ids=["chat", "completions"])
+def test_logprobs_are_the_python_apis(chat):
+    sys.path.insert(0, str(BUILD / "python"))
+    jetengine = pytest.importorskip("jetengine")
+    proc, port = start_server("--model", str(MODEL), "--threads", "1")
+    try:
+        if chat:
+            path, body = "/v1/chat/completions", {"messages": [{"role": "user", "content": "What is 4821 + 937?"}],
+                                                  "temperature": 0, "logprobs": True}
+            ids = post(port, "/tokenize", {"messages": body["messages"]})["tokens"]
+            params = jetengine.SamplingParams(temperature=0)
+        else:
+            path, body = "/v1/completions", {"prompt": "12 + 30 =", "temperature": 0, "max_tokens": 16,
+                                             "ignore_eos": True, "logprobs": 0}
+            ids = post(port, "/tokenize", {"prompt": body["prompt"], "add_special_tokens": False})["tokens"]
+            params = jetengine.SamplingParams(temperature=0, max_tokens=16, ignore_eos=True)
+        expected = jetengine.LLM(str(MODEL), device="cpu", num_threads=1).generate([ids], params, use_tqdm=False)[0]
+
+        answer = post(port, path, body)
+        choice = answer["choices"][0]
+        text = choice["message"]["content"] if chat else choice["text"]
+        tokens, logprobs = token_logprobs(chat, choice["logprobs"])
+        assert text == expected["completion_text"] and "".join(tokens) == text
+        assert len(logprobs) == answer["usage"]["completion_tokens"] == len(expected["completion_ids"])
+        assert all(math.isfinite(lp) and lp <= 0 for lp in logprobs)
+        assert logprobs == expected["logprobs"]  # the engine's float32 values, exactly
+        if not chat:
+            assert choice["logprobs"]["text_offset"] == [len("".join(tokens[:i])) for i in range(len(tokens))]
+
+        # Streamed: each chunk carries the tokens of its text; together they are the whole answer's.
+        streamed_tokens, streamed_logprobs, streamed_text = [], [], ""
+        for event in post(port, path, {**body, "stream": True}):
+            choice = event["choices"][0]
+            piece = choice["delta"].get("content", "") if chat else choice["text"]
+            if choice["logprobs"] is None:
+                assert piece == ""
+                continue
+            chunk_tokens, chunk_logprobs = token_logprobs(chat, choice["logprobs"])
+            assert "".join(chunk_tokens) == piece
+            streamed_tokens += chunk_tokens
+            streamed_logprobs += chunk_logprobs
+            streamed_text += piece
+        assert (streamed_text, streamed_tokens, streamed_logprobs) == (text, tokens, logprobs)
+    finally:
+        proc.kill()
+        proc.wait()

@@ -22,7 +22,7 @@ MODEL = REPO / "models" / "sdar-tiny-arith"
 SCRIPT = REPO / "tests" / "node" / "openai_client_test.mjs"
 API_KEY = "jet-test-key-4821"
 CHECKS = ["models", "chat_non_stream", "completions_non_stream", "chat_stream", "completions_stream",
-          "stream_usage", "seed", "max_tokens", "stop", "wrong_model", "api_key", "abort"]
+          "stream_usage", "seed", "max_tokens", "stop", "logprobs", "wrong_model", "api_key", "abort"]
 
 
 def install_openai():

@@ -173,8 +173,7 @@ TEST(OpenAiApi, WhatTheEngineDoesNotDoIsAnErrorNamingTheField) {
                 .find("'include_usage'"),
             std::string::npos);
   // Fields the engine does not implement: refused by name unless they ask for nothing.
-  for (const char* field : {R"("logprobs": 2)", R"("logprobs": true)", R"("top_logprobs": 3)",
-                            R"("logit_bias": {"5": -100})", R"("presence_penalty": 0.5)", R"("frequency_penalty": -1)",
+  for (const char* field : {R"("logit_bias": {"5": -100})", R"("presence_penalty": 0.5)", R"("frequency_penalty": -1)",
                             R"("min_tokens": 4)", R"("echo": true)", R"("best_of": 2)", R"("suffix": "x")"}) {
     const std::string key = std::string(field).substr(1, std::string(field).find('"', 1) - 1);
     EXPECT_NE(error_of(Endpoint::Completions, std::string(R"({"prompt": "a", )") + field + "}")
@@ -182,13 +181,60 @@ TEST(OpenAiApi, WhatTheEngineDoesNotDoIsAnErrorNamingTheField) {
               std::string::npos)
         << field;
   }
-  for (const char* field : {R"("logprobs": false)", R"("logprobs": null)", R"("top_logprobs": 0)", R"("logit_bias": {})",
+  for (const char* field : {R"("logit_bias": {})",
                             R"("presence_penalty": 0)", R"("frequency_penalty": 0.0)", R"("min_tokens": 0)",
                             R"("echo": false)", R"("best_of": 1)", R"("suffix": "")"}) {
     EXPECT_EQ(error_of(Endpoint::Completions, std::string(R"({"prompt": "a", )") + field + "}"), "") << field;
   }
   EXPECT_NE(error_of(Endpoint::ChatCompletions, R"({"messages": []})").find("'messages'"), std::string::npos);
   EXPECT_NE(error_of(Endpoint::ChatCompletions, R"({"messages": [{"content": "x"}]})").find("'role'"),
+            std::string::npos);
+}
+
+TEST(OpenAiApi, LogprobsAreChatsBooleanAndTheLegacyZero) {
+  auto logprobs_of = [](Endpoint endpoint, const std::string& fields) {
+    const std::string body =
+        endpoint == Endpoint::Completions ? R"({"prompt": "a")" : R"({"messages": [{"role": "user", "content": "a"}])";
+    return parse_request(endpoint, body + (fields.empty() ? "" : ", " + fields) + "}", demo_engine(), {}).logprobs;
+  };
+  EXPECT_TRUE(logprobs_of(Endpoint::ChatCompletions, R"("logprobs": true)"));
+  EXPECT_TRUE(logprobs_of(Endpoint::ChatCompletions, R"("logprobs": true, "top_logprobs": 0)"));
+  EXPECT_FALSE(logprobs_of(Endpoint::ChatCompletions, ""));
+  EXPECT_FALSE(logprobs_of(Endpoint::ChatCompletions, R"("logprobs": false, "top_logprobs": 0)"));
+  EXPECT_FALSE(logprobs_of(Endpoint::ChatCompletions, R"("logprobs": null, "top_logprobs": null)"));
+  EXPECT_TRUE(logprobs_of(Endpoint::Completions, R"("logprobs": 0)"));
+  EXPECT_FALSE(logprobs_of(Endpoint::Completions, R"("logprobs": null)"));
+  EXPECT_FALSE(logprobs_of(Endpoint::Completions, R"("logprobs": false)"));
+  EXPECT_FALSE(logprobs_of(Endpoint::Completions, ""));
+  const std::string chat = R"({"messages": [{"role": "user", "content": "a"}], )";
+  const std::string completion = R"({"prompt": "a", )";
+  // Alternatives are not computed: asking for them is refused by name.
+  EXPECT_EQ(error_of(Endpoint::ChatCompletions, chat + R"("logprobs": true, "top_logprobs": 5})"),
+            "the request body: key 'top_logprobs' (5) asks for the 5 most likely tokens at each position, which this "
+            "engine does not compute; only 0 is supported");
+  EXPECT_NE(error_of(Endpoint::ChatCompletions, chat + R"("top_logprobs": 2})").find("(and it needs 'logprobs': true)"),
+            std::string::npos);
+  EXPECT_EQ(error_of(Endpoint::Completions, completion + R"("logprobs": 3})"),
+            "the request body: key 'logprobs' (3) asks for the 3 most likely tokens at each position, which this "
+            "engine does not compute; 0 gives the chosen tokens' log-probabilities");
+  // Wrong types and ranges.
+  EXPECT_EQ(error_of(Endpoint::ChatCompletions, chat + R"("logprobs": "yes"})"),
+            "the request body: key 'logprobs' must be a boolean, got string \"yes\"");
+  EXPECT_NE(error_of(Endpoint::ChatCompletions, chat + R"("logprobs": 1})").find("key 'logprobs' must be a boolean"),
+            std::string::npos);
+  for (const char* value : {R"("yes")", "true", "0.5"}) {
+    EXPECT_NE(error_of(Endpoint::Completions, completion + R"("logprobs": )" + value + "}")
+                  .find("key 'logprobs' must be an integer"),
+              std::string::npos)
+        << value;
+  }
+  EXPECT_EQ(error_of(Endpoint::Completions, completion + R"("logprobs": -1})"),
+            "the request body: key 'logprobs' must be a non-negative integer, got -1");
+  EXPECT_NE(error_of(Endpoint::ChatCompletions, chat + R"("logprobs": true, "top_logprobs": "all"})")
+                .find("key 'top_logprobs' must be an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of(Endpoint::ChatCompletions, chat + R"("logprobs": true, "top_logprobs": -1})")
+                .find("key 'top_logprobs' must be a non-negative integer, got -1"),
             std::string::npos);
 }
 
@@ -231,10 +277,22 @@ TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
   EXPECT_EQ(c["choices"][0]["text"], "42");
   EXPECT_EQ(c["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(c["usage"]["total_tokens"], 7);
+  EXPECT_TRUE(c["choices"][0].contains("logprobs") && c["choices"][0]["logprobs"].is_null());
   const json chat = jet::server::completion_response(Endpoint::ChatCompletions, "chatcmpl-1", 100, "m", {out}, 1);
   EXPECT_EQ(chat["object"], "chat.completion");
   EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
   EXPECT_EQ(chat["choices"][0]["message"]["content"], "42");
+  // With logprobs, each choice's tokens in the endpoint's shape (token_logprobs_test.cpp has the details).
+  out.completion_ids = demo_engine().tokenizer().encode("42");
+  out.logprobs.assign(out.completion_ids.size(), -0.5f);
+  const json with = jet::server::completion_response(Endpoint::ChatCompletions, "chatcmpl-1", 100, "m", {out}, 1,
+                                                     &demo_engine().tokenizer());
+  ASSERT_EQ(with["choices"][0]["logprobs"]["content"].size(), out.completion_ids.size());
+  EXPECT_EQ(with["choices"][0]["logprobs"]["content"][0]["logprob"], -0.5);
+  const json legacy = jet::server::completion_response(Endpoint::Completions, "cmpl-1", 100, "m", {out}, 1,
+                                                       &demo_engine().tokenizer());
+  EXPECT_EQ(legacy["choices"][0]["logprobs"]["token_logprobs"].size(), out.completion_ids.size());
+  EXPECT_EQ(legacy["choices"][0]["logprobs"]["text_offset"][0], 0);
   const json first = jet::server::stream_chunk(Endpoint::ChatCompletions, "x", 1, "m", 0, "4", "", true);
   EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
   EXPECT_EQ(first["choices"][0]["delta"]["content"], "4");
