@@ -45,6 +45,10 @@ Server
                             disconnected and its request cancelled (default 30)
   --max-connections N       open connections at most (default 512); a newcomer past that closes
                             the one that has waited longest for its request, else gets 503
+  --max-buffered-mb M       MiB that requests over 64 KiB may hold together while they are read
+                            (default 1024, at least 32); a request that would pass it gets 503
+                            with Retry-After and its connection closes. Smaller requests are not
+                            counted, so they are read whatever the large ones hold
 
 )";
 
@@ -58,7 +62,7 @@ int cmd_serve(const Args& raw) {
   ArgParser args(raw,
                  with_engine_value_flags(
                      {"--host", "--port", "--max-active", "--served-model-name", "--api-key", "--allowed-origin",
-                      "--read-timeout", "--write-timeout", "--max-connections"}),
+                      "--read-timeout", "--write-timeout", "--max-connections", "--max-buffered-mb"}),
                  with_engine_bool_flags({"--help"}));
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
@@ -75,6 +79,11 @@ int cmd_serve(const Args& raw) {
   }
   options.max_connections = args.get_int32("--max-connections", options.max_connections);
   JET_CHECK(options.max_connections >= 1, "--max-connections must be at least 1, got ", options.max_connections);
+  // Below two bodies of the largest size (16 MiB), one such body with its header might never fit.
+  const int buffered_mb = args.get_int32("--max-buffered-mb", static_cast<int>(options.max_buffered_bytes >> 20));
+  JET_CHECK(buffered_mb >= 32, "--max-buffered-mb must be at least 32 (twice the 16 MiB body limit), got ",
+            buffered_mb);
+  options.max_buffered_bytes = static_cast<size_t>(buffered_mb) << 20;
   Engine engine(read_engine_options(args));
   options.host = args.get("--host").value_or(options.host);
   options.port = args.get_int32("--port", options.port);

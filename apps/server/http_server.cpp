@@ -495,7 +495,14 @@ std::string HttpServer::Impl::metrics() {
              "jetengine_requests_running ", running, "\n",
              "# HELP jetengine_requests_waiting Requests queued for the engine.\n",
              "# TYPE jetengine_requests_waiting gauge\n",
-             "jetengine_requests_waiting ", waiting, "\n");
+             "jetengine_requests_waiting ", waiting, "\n",
+             "# HELP jetengine_http_connections Open HTTP connections.\n",
+             "# TYPE jetengine_http_connections gauge\n",
+             "jetengine_http_connections ", transport.connections(), "\n",
+             "# HELP jetengine_http_buffered_request_bytes Bytes of requests being read that count against "
+             "--max-buffered-mb.\n",
+             "# TYPE jetengine_http_buffered_request_bytes gauge\n",
+             "jetengine_http_buffered_request_bytes ", transport.buffered_bytes(), "\n");
 }
 
 HttpServer::HttpServer(Engine& engine, ServerOptions options)

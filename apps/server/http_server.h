@@ -31,6 +31,9 @@ struct ServerOptions {
   double write_timeout = 30;  // seconds a write may wait for the client to take bytes; then it is dropped
   int max_connections = 512;  // open at most; a newcomer then evicts the longest-waiting reader, else 503
   size_t max_pending_bytes = size_t{1} << 20;  // a stream's bytes the client has not taken; more: dropped
+  // The bytes that requests over 64 KiB may hold together while they are read (until their answer
+  // begins); a read past it gets 503 and closes its connection. Smaller requests are not counted.
+  size_t max_buffered_bytes = size_t{1} << 30;
 };
 
 class HttpServer {

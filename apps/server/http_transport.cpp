@@ -43,6 +43,14 @@ constexpr int kIoThreads = 2;      // sessions only move bytes: a few threads ca
 constexpr int kWorkerThreads = 4;  // offload(): parsing and tokenizing request bodies
 constexpr uint32_t kMaxHeaderBytes = 64 << 10;
 constexpr uint64_t kMaxBodyBytes = uint64_t{16} << 20;
+constexpr size_t kReadBytes = 16 << 10;  // at most one read's worth of bytes from a client
+// A request holding at most this much (every header, and most bodies) is not counted against the
+// budget for buffered request bytes: so ordinary requests are read whatever the large ones hold,
+// and the connection bound already keeps these to max_connections x (this + a read).
+constexpr size_t kUnbudgetedBytes = 64 << 10;
+// What a 503 for a full budget tells the client to wait: the requests holding it are read and
+// answered, or dropped at the read deadline.
+constexpr const char* kBudgetRetryAfter = "1";
 // How long a refused connection (503) is read for after its answer, so the answer arrives rather
 // than a reset.
 constexpr auto kRejectLinger = std::chrono::seconds(1);
@@ -121,14 +129,26 @@ std::string bad_length_message(const std::string& raw) {
 
 class Session;
 
-// What every session of one transport shares: the options, the caller's callbacks, and the
-// registry of open sessions that the connection bound and shutdown work on.
+// What every session of one transport shares: the options, the caller's callbacks, the
+// registry of open sessions that the connection bound and shutdown work on, and the budget for
+// the bytes of requests being read.
 struct Hub {
   const std::chrono::milliseconds read_timeout, write_timeout;
-  const size_t max_connections, max_pending_bytes;
+  const size_t max_connections, max_pending_bytes, max_buffered_bytes;
   const HttpTransport::Handler handler;
   const HttpTransport::ErrorResponder error_response;
   std::atomic<bool> stopping{false};
+  std::atomic<size_t> buffered_bytes{0};  // taken from max_buffered_bytes by the sessions
+
+  // Takes `bytes` from the budget for buffered request bytes, unless it has less left.
+  bool take_buffered(size_t bytes) {
+    size_t held = buffered_bytes.load();
+    do {
+      if (bytes > max_buffered_bytes - held) return false;
+    } while (!buffered_bytes.compare_exchange_weak(held, held + bytes));
+    return true;
+  }
+  void give_back_buffered(size_t bytes) { buffered_bytes -= bytes; }
 
   struct Entry {
     std::weak_ptr<Session> session;
@@ -153,6 +173,10 @@ struct Hub {
     sessions.erase(id);
     if (sessions.empty()) emptied.notify_all();
   }
+  size_t open_count() {
+    std::lock_guard lock(mutex);
+    return sessions.size();
+  }
   std::vector<std::shared_ptr<Session>> open_sessions() {
     std::lock_guard lock(mutex);
     std::vector<std::shared_ptr<Session>> open;
@@ -166,7 +190,9 @@ struct Hub {
 class ExchangeImpl;
 
 // One connection: reads a request (header and body under one deadline), hands it to the handler,
-// writes its answer, and only then reads the next one.
+// writes its answer, and only then reads the next one. A request holding over kUnbudgetedBytes
+// holds them against the hub's budget, each further read taking its bytes before it is made,
+// until its answer begins (the routes have parsed the body by then) or the connection closes.
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(Hub& hub, tcp::socket socket) : hub_(hub), stream_(std::move(socket)) {}
@@ -197,12 +223,14 @@ class Session : public std::enable_shared_from_this<Session> {
   // request's exchange and the answer is at the right stage.
   void respond(const ExchangeImpl* from, HttpResponse response) {
     if (!current(from) || answer_ != Answer::None) return;
+    hold_buffered(0);
     if (hub_.stopping) keep_alive_ = false;  // this answer is the connection's last
     send(serialize(response, version_, keep_alive_, Framing::Length, head_only_));
     finish_answer();
   }
   void stream_begin(const ExchangeImpl* from, const HttpResponse& head) {
     if (!current(from) || answer_ != Answer::None) return;
+    hold_buffered(0);
     // An HTTP/1.0 client knows no chunks: its stream ends when the connection closes.
     if (version_ < 11) keep_alive_ = false;
     send(serialize(head, version_, keep_alive_, version_ >= 11 ? Framing::Chunked : Framing::UntilClose));
@@ -260,7 +288,7 @@ class Session : public std::enable_shared_from_this<Session> {
       }
       if (parser_->is_header_done()) return on_header();
     }
-    stream_.async_read_some(buffer_.prepare(16 << 10), [self = shared_from_this()](beast::error_code ec, size_t n) {
+    stream_.async_read_some(buffer_.prepare(kReadBytes), [self = shared_from_this()](beast::error_code ec, size_t n) {
       self->buffer_.commit(n);
       if (ec == net::error::eof) {
         ec = self->parser_->got_some() ? http::error::partial_message : http::error::end_of_stream;
@@ -280,16 +308,58 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void read_body() {
-    if (parser_->is_done()) return on_body({}, 0);
     stream_.expires_at(read_deadline_);
-    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_body, shared_from_this()));
+    parser_->eager(true);  // each put() takes every body byte buffered
+    read_body_some();
   }
 
-  void on_body(beast::error_code ec, size_t) {
-    if (ec) return read_failed(ec);
+  // Beast's async_read, written out so that every read first takes its bytes from the budget.
+  void read_body_some() {
+    while (!parser_->is_done() && buffer_.size() > 0) {
+      beast::error_code ec;
+      const size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == http::error::need_more) break;
+      if (ec) return read_failed(ec);
+      if (used == 0) break;
+    }
+    if (parser_->is_done()) return on_body();
+    // A body of known length is read no further than its end.
+    const size_t read_size = std::min<uint64_t>(kReadBytes, parser_->content_length_remaining().value_or(kReadBytes));
+    const size_t held = header_bytes_ + parser_->get().body().size() + buffer_.size();
+    if (!hold_buffered(held > kUnbudgetedBytes ? held + read_size : held)) return over_budget();
+    stream_.async_read_some(buffer_.prepare(read_size), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      self->buffer_.commit(n);
+      if (ec == net::error::eof) ec = http::error::partial_message;
+      if (ec) return self->read_failed(ec);
+      self->read_body_some();
+    });
+  }
+
+  void on_body() {
     set_reading(false);
     stream_.expires_never();
     dispatch();
+  }
+
+  // Makes the bytes this session holds against the budget `bytes` (none if that is at most
+  // kUnbudgetedBytes); false, holding what it held, if the budget has not that much left.
+  bool hold_buffered(size_t bytes) {
+    if (bytes <= kUnbudgetedBytes) bytes = 0;
+    if (bytes > buffered_held_ && !hub_.take_buffered(bytes - buffered_held_)) return false;
+    if (bytes < buffered_held_) hub_.give_back_buffered(buffered_held_ - bytes);
+    buffered_held_ = bytes;
+    return true;
+  }
+
+  // The budget for buffered request bytes cannot take this request's next read: refused now,
+  // before it holds more, and only this connection is closed.
+  void over_budget() {
+    HttpResponse busy = hub_.error_response(
+        503, str("the server holds as many request bytes as it may (--max-buffered-mb ", hub_.max_buffered_bytes >> 20,
+                 "); try again shortly"));
+    busy.headers.emplace_back("Retry-After", kBudgetRetryAfter);
+    refuse(busy);
   }
 
   void read_failed(beast::error_code ec) {
@@ -313,9 +383,17 @@ class Session : public std::enable_shared_from_this<Session> {
     } else {
       message = "malformed HTTP request: " + ec.message();
     }
+    refuse(hub_.error_response(status, message));
+  }
+
+  // Answers a request the transport refuses itself, letting go of what it read of it; then the
+  // connection closes.
+  void refuse(const HttpResponse& response) {
+    parser_.reset();
+    hold_buffered(0);
     set_reading(false);
     keep_alive_ = false;
-    send(serialize(hub_.error_response(status, message), 11, false, Framing::Length));
+    send(serialize(response, 11, false, Framing::Length));
     then_ = Then::Close;
     flush();
   }
@@ -379,7 +457,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
   void drain() {
     buffer_.consume(buffer_.size());
-    stream_.async_read_some(buffer_.prepare(16 << 10), [self = shared_from_this()](beast::error_code ec, size_t) {
+    stream_.async_read_some(buffer_.prepare(kReadBytes), [self = shared_from_this()](beast::error_code ec, size_t) {
       if (ec) return self->close();
       self->drain();
     });
@@ -403,6 +481,7 @@ class Session : public std::enable_shared_from_this<Session> {
   unsigned version_ = 11;
   bool keep_alive_ = false, head_only_ = false;
   size_t header_bytes_ = 0;  // of the request being read, taken by the parser
+  size_t buffered_held_ = 0;  // taken from the hub's budget for buffered request bytes
   std::string queued_, writing_;
   bool writing_in_flight_ = false;
   Then then_ = Then::Nothing;
@@ -470,6 +549,7 @@ void Session::close() {
   closed_ = true;
   if (exchange_) exchange_->mark_gone();  // the engine cancels its request at the next step
   exchange_.reset();
+  hold_buffered(0);  // the parser goes with the session, once its handlers in flight have run
   hub_.unregister(id_);
   beast::error_code ignored;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -547,6 +627,7 @@ struct HttpTransport::Impl {
             from_seconds(o.write_timeout),
             static_cast<size_t>(std::max(o.max_connections, 1)),
             o.max_pending_bytes,
+            o.max_buffered_bytes,
             std::move(handler),
             std::move(error_response)} {}
 
@@ -612,6 +693,10 @@ int HttpTransport::listen() {
 }
 
 void HttpTransport::offload(std::function<void()> work) { net::post(impl_->workers, std::move(work)); }
+
+size_t HttpTransport::connections() const { return impl_->hub.open_count(); }
+
+size_t HttpTransport::buffered_bytes() const { return impl_->hub.buffered_bytes.load(); }
 
 void HttpTransport::shutdown(std::chrono::milliseconds grace) {
   Impl& s = *impl_;

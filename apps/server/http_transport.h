@@ -3,11 +3,13 @@
 // size limits, hands it to the routes with an Exchange for the answer, and writes that answer back,
 // one request at a time per connection (so pipelined requests are answered in order). It holds
 // the line against hostile clients: a bounded number of connections where the slowest reader
-// makes room for a newcomer, and a write deadline and a cap on unsent bytes that drop a client
+// makes room for a newcomer, a budget for the request bytes all connections hold while they read
+// (past it a request gets 503), and a write deadline and a cap on unsent bytes that drop a client
 // which stops reading. It knows nothing of the API: routes and error bodies come from the caller.
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -37,6 +39,10 @@ class HttpTransport {
   int listen();
   // Runs `work` on the pool of worker threads (handlers that parse, tokenize or wait).
   void offload(std::function<void()> work);
+  // Thread-safe: the connections open now, and the bytes of requests being read that count
+  // against options.max_buffered_bytes (those of requests over 64 KiB, until their answer begins).
+  size_t connections() const;
+  size_t buffered_bytes() const;
   // Stops accepting, closes the connections waiting for a request, and lets those writing an
   // answer finish it (up to `grace`); then close().
   void shutdown(std::chrono::milliseconds grace);

@@ -87,6 +87,7 @@ def test_sigterm_lets_a_stream_in_flight_finish():
     (["--read-timeout", "0"], "--read-timeout must be in (0, 86400] seconds, got 0"),
     (["--write-timeout", "-1"], "--write-timeout must be in (0, 86400] seconds, got -1"),
     (["--max-connections", "0"], "--max-connections must be at least 1, got 0"),
+    (["--max-buffered-mb", "16"], "--max-buffered-mb must be at least 32 (twice the 16 MiB body limit), got 16"),
 ])
 def test_bad_connection_limits_are_refused(flags, message):
     skip_without_server()

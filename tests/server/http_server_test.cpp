@@ -2,8 +2,8 @@
 // through HTTP. Answers match the engine's own decode, streamed deltas add up to the text,
 // concurrent requests all finish, bad requests get a JSON 4xx while the server keeps serving,
 // and the metrics count what happened. Hostile clients (slow senders, pipelining, oversized or
-// malformed requests, more connections than the bound, streams nobody reads) cannot lock out the
-// others. The visualizer's routes and return_tokens chunks.
+// malformed requests, more connections than the bound, more request bytes than the budget, streams
+// nobody reads) cannot lock out the others. The visualizer's routes and return_tokens chunks.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -91,6 +91,11 @@ class RawConnection {
       }
       if (read_some(answer, deadline) <= 0) return answer;
     }
+  }
+  // Whether the server sent something (or closed) within `seconds`; nothing is read.
+  bool readable_within(double seconds) {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, static_cast<int>(seconds * 1000)) > 0;
   }
   // Whether the server closed the connection within `seconds` (what it sent first is dropped).
   bool closed_within(double seconds) {
@@ -697,6 +702,23 @@ class Limits : public ::testing::Test {
     c.set_read_timeout(60, 0);
     return c;
   }
+  // A gauge of the server's /metrics.
+  static size_t gauge(int port, const std::string& name) {
+    auto res = client(port).Get("/metrics");
+    EXPECT_TRUE(res);
+    if (!res) return 0;
+    const size_t at = res->body.find("\n" + name + " ");
+    EXPECT_NE(at, std::string::npos) << name << " in " << res->body;
+    return at == std::string::npos ? 0 : std::stoul(res->body.substr(at + name.size() + 2));
+  }
+  // Polls `gauge` until it is `value` (true) or `seconds` pass (false).
+  static bool gauge_becomes(int port, const std::string& name, size_t value, double seconds = 10) {
+    for (const auto deadline = after(seconds); Clock::now() < deadline;) {
+      if (gauge(port, name) == value) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
   static jet::Engine* engine_;
 };
 
@@ -788,6 +810,122 @@ TEST_F(Limits, AStreamNobodyReadsIsDroppedWhileOthersAreServed) {
   }
   EXPECT_NE(m.find("jetengine_requests_total{outcome=\"aborted\"} 1"), std::string::npos) << m;
   EXPECT_TRUE(reader_gone.closed_within(5));
+}
+
+// More request bytes than the budget (max_buffered_bytes): bodies sent slowly on many connections
+// hold it as they arrive, a read that would pass it gets a 503 that closes its connection alone,
+// small requests (which it does not count) are answered meanwhile, and the bytes come back when
+// the requests are answered or their clients leave.
+TEST_F(Limits, RequestBytesPastTheBudgetGet503WhileSmallRequestsAreServed) {
+  constexpr size_t kKiB = 1024;
+  jet::server::ServerOptions o = options();
+  o.max_buffered_bytes = 1024 * kKiB;
+  Running running(o);
+  const int port = running.port;
+  // A /tokenize request with a body of `size` bytes (a prompt, and padding the route ignores).
+  auto request = [](size_t size) {
+    std::string body = R"({"prompt": "What is 1 + 1?", "padding": ")";
+    body += std::string(size - body.size() - 2, 'p') + "\"}";
+    return std::pair{"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(size) + "\r\n\r\n",
+                     body};
+  };
+  auto expect_over_budget = [](RawConnection& connection) {
+    const std::string answer = connection.read_response();
+    EXPECT_EQ(answer.rfind("HTTP/1.1 503 ", 0), 0u) << answer.substr(0, 200);
+    EXPECT_NE(answer.find("Retry-After: 1\r\n"), std::string::npos) << answer;
+    EXPECT_NE(answer.find("Connection: close\r\n"), std::string::npos) << answer;
+    const size_t body = answer.find("\r\n\r\n");
+    ASSERT_NE(body, std::string::npos) << answer;
+    EXPECT_NE(json::parse(answer.substr(body + 4))["error"]["message"].get<std::string>().find("--max-buffered-mb 1)"),
+              std::string::npos)
+        << answer;
+    EXPECT_TRUE(connection.closed_within(2));
+  };
+  auto expect_tokenized = [](RawConnection& connection) {
+    const std::string answer = connection.read_response();
+    EXPECT_EQ(answer.rfind("HTTP/1.1 200 ", 0), 0u) << answer.substr(0, 200);
+    EXPECT_NE(answer.find(R"("tokens":[)"), std::string::npos) << answer.substr(0, 200);
+  };
+
+  // Eight bodies of 240 KiB, sent 16 KiB at a time in turn, all but their last piece: 1.75 MiB.
+  constexpr int kSenders = 8;
+  constexpr size_t kBody = 240 * kKiB, kPiece = 16 * kKiB;
+  const auto [head, body] = request(kBody);
+  std::vector<std::unique_ptr<RawConnection>> senders;
+  for (int i = 0; i < kSenders; ++i) {
+    senders.push_back(std::make_unique<RawConnection>(port));
+    senders.back()->send(head);
+  }
+  for (size_t at = 0; at + kPiece < kBody; at += kPiece) {
+    for (auto& sender : senders) sender->send(body.substr(at, kPiece));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // Each one still reading holds its header, 224 KiB and its next read (the last 16 KiB): four
+  // fit in the 1 MiB, a fifth does not, so at least four are refused (one more when two of the
+  // server's threads refuse at the same moment). Waits until the others hold all they were sent.
+  const size_t held_each = head.size() + kBody;
+  std::vector<bool> refused(kSenders, false);
+  int refusals = 0;
+  for (const auto deadline = after(10); Clock::now() < deadline;) {
+    for (int i = 0; i < kSenders; ++i) {
+      if (refused[i] || !senders[i]->readable_within(0.01)) continue;
+      expect_over_budget(*senders[i]);
+      refused[i] = true;
+      ++refusals;
+    }
+    if (refusals >= kSenders - 4 &&
+        gauge(port, "jetengine_http_buffered_request_bytes") == (kSenders - refusals) * held_each) {
+      break;
+    }
+  }
+  ASSERT_GE(refusals, kSenders - 4);
+  ASSERT_LT(refusals, kSenders);
+  ASSERT_EQ(gauge(port, "jetengine_http_buffered_request_bytes"), (kSenders - refusals) * held_each);
+  const size_t left = o.max_buffered_bytes - (kSenders - refusals) * held_each;
+
+  // With the budget all but taken (under 64 KiB left with four holding it), small requests are
+  // answered: /health, a chat, and a 60 KiB body (not counted: at most 64 KiB with its header).
+  auto health = client(port).Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto chat = client(port).Post(
+      "/v1/chat/completions",
+      json{{"messages", {{{"role", "user"}, {"content", "What is 12 + 30?"}}}}, {"temperature", 0}}.dump(),
+      "application/json");
+  ASSERT_TRUE(chat);
+  EXPECT_EQ(json::parse(chat->body)["choices"][0]["message"]["content"], "42");
+  const auto [small_head, small_body] = request(60 * kKiB);
+  RawConnection small(port);
+  small.send(small_head + small_body);
+  expect_tokenized(small);
+  // One larger than what is left is refused as it arrives.
+  const auto [large_head, large_body] = request(left + 32 * kKiB);
+  {
+    RawConnection large(port);
+    large.send(large_head + large_body);
+    expect_over_budget(large);
+  }
+
+  // The ones still sending finish and are answered; then the budget is all back, and the larger
+  // request fits.
+  for (int i = 0; i < kSenders; ++i) {
+    if (!refused[i]) senders[i]->send(body.substr(kBody - kPiece));
+  }
+  for (int i = 0; i < kSenders; ++i) {
+    if (!refused[i]) expect_tokenized(*senders[i]);
+  }
+  EXPECT_TRUE(gauge_becomes(port, "jetengine_http_buffered_request_bytes", 0));
+  {
+    RawConnection large(port);
+    large.send(large_head + large_body);
+    expect_tokenized(large);
+  }
+  // A client that leaves halfway through its body gives its bytes back too.
+  auto leaver = std::make_unique<RawConnection>(port);
+  leaver->send(head + body.substr(0, 128 * kKiB));  // held with its next read, 16 KiB
+  EXPECT_TRUE(gauge_becomes(port, "jetengine_http_buffered_request_bytes", head.size() + 144 * kKiB));
+  leaver.reset();
+  EXPECT_TRUE(gauge_becomes(port, "jetengine_http_buffered_request_bytes", 0));
 }
 
 TEST_F(Limits, StopIsPromptWithSlowClientsConnected) {
