@@ -3,7 +3,8 @@
 // concurrent requests all finish, bad requests get a JSON 4xx while the server keeps serving,
 // and the metrics count what happened. Hostile clients (slow senders, pipelining, oversized or
 // malformed requests, more connections than the bound, more request bytes than the budget, streams
-// nobody reads) cannot lock out the others. The visualizer's routes and return_tokens chunks.
+// and answers nobody reads) cannot lock out the others. The visualizer's routes and return_tokens
+// chunks.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -810,6 +812,52 @@ TEST_F(Limits, AStreamNobodyReadsIsDroppedWhileOthersAreServed) {
   }
   EXPECT_NE(m.find("jetengine_requests_total{outcome=\"aborted\"} 1"), std::string::npos) << m;
   EXPECT_TRUE(reader_gone.closed_within(5));
+}
+
+// A client that asks for a large answer and never reads it: the kernel's buffers fill, and at the
+// write deadline the server drops the connection (it holds no place after), while the others are
+// answered. Nothing but the write deadline can close it: a whole answer is not under the cap on a
+// stream's unsent bytes, and the read deadline is not running while the server writes.
+TEST_F(Limits, AnAnswerNobodyReadsIsDroppedAtTheWriteDeadline) {
+  jet::server::ServerOptions o = options();
+  o.write_timeout = 1;
+  Running running(o);
+  // /tokenize of a 3 MB prompt answers some 8.5 MB of token ids: far more than the client's 4 KiB
+  // receive buffer and the server's send buffer (net.ipv4.tcp_wmem's largest, 4 MiB by default)
+  // hold. (A machine that lets send buffers grow larger gets a longer prompt.)
+  size_t send_buffer_max = 0;
+  std::ifstream("/proc/sys/net/ipv4/tcp_wmem") >> send_buffer_max >> send_buffer_max >> send_buffer_max;
+  std::string prompt;
+  while (prompt.size() < std::max<size_t>(3000000, send_buffer_max)) prompt += "12 + 30 = 42. ";
+  const std::string body = json{{"prompt", prompt}}.dump();
+  RawConnection stalled(running.port, 4096);
+  stalled.send("POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+               body);
+  ASSERT_TRUE(stalled.readable_within(30));  // the answer has begun; nothing of it is read
+  const auto began = Clock::now();
+  auto health = client(running.port).Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto chat = client(running.port).Post(
+      "/v1/chat/completions",
+      json{{"messages", {{{"role", "user"}, {"content", "What is 12 + 30?"}}}}, {"temperature", 0}}.dump(),
+      "application/json");
+  ASSERT_TRUE(chat);
+  EXPECT_EQ(json::parse(chat->body)["choices"][0]["message"]["content"], "42");
+  // One connection left: the one asking for the metrics.
+  EXPECT_TRUE(gauge_becomes(running.port, "jetengine_http_connections", 1));
+  EXPECT_GT(seconds_since(began), 0.5);  // its write deadline began at most moments before
+  EXPECT_LT(seconds_since(began), 6.0);
+  // What it can still read is a cut answer: less than its Content-Length, then the end.
+  const std::string got = stalled.read_all();
+  ASSERT_EQ(got.rfind("HTTP/1.1 200 ", 0), 0u) << got.substr(0, 200);
+  const size_t header_end = got.find("\r\n\r\n");
+  const size_t length_at = got.find("Content-Length: ");
+  ASSERT_LT(length_at, header_end);
+  EXPECT_LT(got.size() - header_end - 4, std::stoul(got.substr(length_at + 16)));
+  auto after_it = client(running.port).Get("/health");
+  ASSERT_TRUE(after_it);
+  EXPECT_EQ(after_it->status, 200);
 }
 
 // More request bytes than the budget (max_buffered_bytes): bodies sent slowly on many connections
