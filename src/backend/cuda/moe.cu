@@ -193,14 +193,16 @@ __global__ void combine_kernel(const float* route_out, int64_t T, int top_k, int
   }
 }
 
-// Rows per expert tile: about twice an expert's usual share of the routes, so that most experts
-// take one tile and their weights are read once (the kernel computes only a tile's 16-row groups
-// that hold routes, so a large tile costs little when it is part full).
+// Rows per expert tile: at small counts about twice an expert's usual share of the routes, so
+// that most experts take one tile and their weights are read once (the kernel computes only a
+// tile's 16-row groups that hold routes, so a large tile costs little when it is part full). The
+// 64-row kernel keeps two CTAs on a multiprocessor without spilling and stays ahead of the
+// 128-row one until an expert averages well over a tile of routes (bench/moe_op_bench sweeps it).
 int rows_per_tile(int64_t routes, int64_t experts) {
   const int64_t average = (routes + experts - 1) / experts;
   if (average <= 6) return 16;
   if (average <= 14) return 32;
-  if (average <= 32) return 64;
+  if (average <= 128) return 64;
   return 128;
 }
 
@@ -213,13 +215,16 @@ void launch_expert_gemm(const ExpertGemmArgs& args, int max_tiles, cudaStream_t 
   using Shape = moe_detail::TileShape<kRows>;
   constexpr size_t shared = Shape::kSharedBytes;
   auto* kernel = moe_detail::expert_gemm_kernel<kRows, kProduct, kVector>;
-  static const bool configured = [&] {
+  // The CTAs that fit on the GPU at once: the persistent kernel's grid, at most one per item.
+  static const int64_t resident = [&] {
     JET_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int{shared}));
-    return true;
+    int per_multiprocessor = 0;
+    JET_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, Shape::kThreads, shared));
+    return int64_t{std::max(1, per_multiprocessor)} * multiprocessor_count();
   }();
-  (void)configured;
-  const int64_t ctas = int64_t{max_tiles} * args.col_blocks;
-  JET_CHECK(ctas < (int64_t{1} << 31), "moe: ", ctas, " expert GEMM CTAs are more than one launch can hold");
+  const int64_t items = int64_t{max_tiles} * args.col_blocks;
+  JET_CHECK(items < (int64_t{1} << 31), "moe: ", items, " expert GEMM work items are more than an int holds");
+  const int64_t ctas = std::min(items, resident);
   launch_kernel("expert_gemm_kernel", kernel, dim3(static_cast<unsigned>(ctas)), dim3(Shape::kThreads), shared,
                 stream, args);
 }
