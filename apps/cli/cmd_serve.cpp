@@ -44,7 +44,7 @@ Server
   --write-timeout S         seconds a client may leave the server's bytes untaken; then it is
                             disconnected and its request cancelled (default 30)
   --max-connections N       open connections at most (default 512); a newcomer past that closes
-                            the one that has waited longest for its request, else gets 503
+                            the one that has waited longest for its request, else gets 503 with Retry-After
   --max-buffered-mb M       MiB that requests over 64 KiB may hold together while they are read
                             (default 1024, at least 32); a request that would pass it gets 503
                             with Retry-After and its connection closes. Smaller requests are not

@@ -48,9 +48,9 @@ constexpr size_t kReadBytes = 16 << 10;  // at most one read's worth of bytes fr
 // budget for buffered request bytes: so ordinary requests are read whatever the large ones hold,
 // and the connection bound already keeps these to max_connections x (this + a read).
 constexpr size_t kUnbudgetedBytes = 64 << 10;
-// What a 503 for a full budget tells the client to wait: the requests holding it are read and
-// answered, or dropped at the read deadline.
-constexpr const char* kBudgetRetryAfter = "1";
+// What a 503 for a full budget or a full connection bound tells the client to wait: the requests
+// holding them are read and answered, or dropped at the read deadline.
+constexpr const char* kRetryAfterSeconds = "1";
 // How long a refused connection (503) is read for after its answer, so the answer arrives rather
 // than a reset.
 constexpr auto kRejectLinger = std::chrono::seconds(1);
@@ -358,7 +358,7 @@ class Session : public std::enable_shared_from_this<Session> {
     HttpResponse busy = hub_.error_response(
         503, str("the server holds as many request bytes as it may (--max-buffered-mb ", hub_.max_buffered_bytes >> 20,
                  "); try again shortly"));
-    busy.headers.emplace_back("Retry-After", kBudgetRetryAfter);
+    busy.headers.emplace_back("Retry-After", kRetryAfterSeconds);
     refuse(busy);
   }
 
@@ -647,8 +647,9 @@ struct HttpTransport::Impl {
       if (hub.admit(session, id)) {
         session->start(id);
       } else {
-        const HttpResponse busy =
+        HttpResponse busy =
             hub.error_response(503, str("every connection is busy (--max-connections ", hub.max_connections, ")"));
+        busy.headers.emplace_back("Retry-After", kRetryAfterSeconds);
         std::make_shared<Rejected>(session->release_socket(), serialize(busy, 11, false, Framing::Length))->start();
       }
       accept();

@@ -784,6 +784,7 @@ TEST_F(Limits, WhenEveryConnectionIsBusyANewcomerGets503) {
   const std::string answer = newcomer.read_response();
   EXPECT_EQ(answer.rfind("HTTP/1.1 503 ", 0), 0u) << answer;
   EXPECT_NE(answer.find("every connection is busy (--max-connections 1)"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("Retry-After: 1\r\n"), std::string::npos) << answer;
 }
 
 TEST_F(Limits, AStreamNobodyReadsIsDroppedWhileOthersAreServed) {
