@@ -1,10 +1,11 @@
 // Mixture-of-experts FFN on the device, with no host synchronisation (so it records into CUDA
 // graphs): fp32 router logits through the matmul op; one warp per token takes the softmax and
 // the top-k (ties to the lower expert id, optional renormalisation); one CTA sorts the routes by
-// expert and cuts each expert's rows into tiles; the grouped gate/up (with SwiGLU) and down
-// GEMMs (expert_gemm.cuh) run over the tiles; each token sums its experts' weighted outputs in
-// rank order, the CPU op's order. Scratch lives in a buffer of the backend that grows to the
-// largest call; tokens are taken in chunks so that it stays bounded.
+// expert and cuts each expert's rows into tiles; the tokens' rows are gathered into that order
+// for the copy engine; the grouped gate/up (with SwiGLU) and down GEMMs (expert_gemm.cuh) run
+// over the tiles; each token sums its experts' weighted outputs in rank order, the CPU op's
+// order. Scratch lives in a buffer of the backend that grows to the largest call; tokens are
+// taken in chunks so that it stays bounded.
 #include <algorithm>
 #include <cfloat>
 
@@ -17,6 +18,7 @@ namespace jet::cuda {
 namespace {
 
 using moe_detail::ExpertGemmArgs;
+using moe_detail::ExpertGemmMaps;
 using moe_detail::ExpertTiles;
 using moe_detail::Product;
 
@@ -172,6 +174,19 @@ __global__ void __launch_bounds__(kSortThreads)
   }
 }
 
+// gathered[row] = x[the token of route sorted[row]], 8 elements a lane: gate/up's A rows in the
+// order the tensor-map copies read them.
+__global__ void gather_sorted_rows_kernel(const bf16* x, const int32_t* sorted, int64_t routes, int top_k, int64_t H,
+                                          bf16* gathered) {
+  await_previous_kernel();
+  const int lane = threadIdx.x % 32;
+  for (int64_t row = global_warp(); row < routes; row += warps_in_grid()) {
+    const bf16* src = x + int64_t{sorted[row] / top_k} * H;
+    bf16* dst = gathered + row * H;
+    for (int64_t j = lane * 8; j < H; j += 32 * 8) store_pack<8>(dst + j, load_pack<8>(src + j));
+  }
+}
+
 // out[t, j] = Σ_k route_out[t * top_k + k, j], in rank order.
 template <int kPack>
 __global__ void combine_kernel(const float* route_out, int64_t T, int top_k, int64_t H, bf16* out) {
@@ -210,11 +225,11 @@ int rows_per_tile(int64_t routes, int64_t experts) {
 // (experts with a route).
 int64_t max_tiles_for(int64_t routes, int rows, int64_t experts) { return routes / rows + std::min(experts, routes); }
 
-template <int kRows, Product kProduct, bool kVector>
-void launch_expert_gemm(const ExpertGemmArgs& args, int max_tiles, cudaStream_t stream) {
+template <int kRows, Product kProduct, bool kTma>
+void launch_expert_gemm(const ExpertGemmArgs& args, const ExpertGemmMaps& maps, int max_tiles, cudaStream_t stream) {
   using Shape = moe_detail::TileShape<kRows>;
   constexpr size_t shared = Shape::kSharedBytes;
-  auto* kernel = moe_detail::expert_gemm_kernel<kRows, kProduct, kVector>;
+  auto* kernel = moe_detail::expert_gemm_kernel<kRows, kProduct, kTma>;
   // The CTAs that fit on the GPU at once: the persistent kernel's grid, at most one per item.
   static const int64_t resident = [&] {
     JET_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int{shared}));
@@ -226,23 +241,26 @@ void launch_expert_gemm(const ExpertGemmArgs& args, int max_tiles, cudaStream_t 
   JET_CHECK(items < (int64_t{1} << 31), "moe: ", items, " expert GEMM work items are more than an int holds");
   const int64_t ctas = std::min(items, resident);
   launch_kernel("expert_gemm_kernel", kernel, dim3(static_cast<unsigned>(ctas)), dim3(Shape::kThreads), shared,
-                stream, args);
+                stream, args, maps);
 }
 
-template <Product kProduct, bool kVector>
-void launch_expert_gemm(int rows, const ExpertGemmArgs& args, int max_tiles, cudaStream_t stream) {
+template <Product kProduct, bool kTma>
+void launch_expert_gemm(int rows, const ExpertGemmArgs& args, const ExpertGemmMaps& maps, int max_tiles,
+                        cudaStream_t stream) {
   switch (rows) {
-    case 16: return launch_expert_gemm<16, kProduct, kVector>(args, max_tiles, stream);
-    case 32: return launch_expert_gemm<32, kProduct, kVector>(args, max_tiles, stream);
-    case 64: return launch_expert_gemm<64, kProduct, kVector>(args, max_tiles, stream);
-    default: return launch_expert_gemm<128, kProduct, kVector>(args, max_tiles, stream);
+    case 16: return launch_expert_gemm<16, kProduct, kTma>(args, maps, max_tiles, stream);
+    case 32: return launch_expert_gemm<32, kProduct, kTma>(args, maps, max_tiles, stream);
+    case 64: return launch_expert_gemm<64, kProduct, kTma>(args, maps, max_tiles, stream);
+    default: return launch_expert_gemm<128, kProduct, kTma>(args, maps, max_tiles, stream);
   }
 }
 
+// With `tma` the maps describe A (in sorted order) and the weights; without, they are unused.
 template <Product kProduct>
-void launch_expert_gemm(bool vector, int rows, const ExpertGemmArgs& args, int max_tiles, cudaStream_t stream) {
-  if (vector) return launch_expert_gemm<kProduct, true>(rows, args, max_tiles, stream);
-  launch_expert_gemm<kProduct, false>(rows, args, max_tiles, stream);
+void launch_expert_gemm(bool tma, int rows, const ExpertGemmArgs& args, const ExpertGemmMaps& maps, int max_tiles,
+                        cudaStream_t stream) {
+  if (tma) return launch_expert_gemm<kProduct, true>(rows, args, maps, max_tiles, stream);
+  launch_expert_gemm<kProduct, false>(rows, args, maps, max_tiles, stream);
 }
 
 // Successive 256-byte-aligned views of one scratch allocation at `base`.
@@ -270,11 +288,13 @@ struct ChunkScratch {
   SortScratch sort;
   int32_t* sorted;
   ExpertTiles tiles;
+  bf16* gathered;  // [routes, H] with the copy engine, else unused
   bf16* hidden;
   float* route_out;
   size_t bytes;
 
-  ChunkScratch(uintptr_t base, int64_t tokens, int64_t top_k, int64_t E, int64_t H, int64_t I, int64_t max_tiles) {
+  ChunkScratch(uintptr_t base, int64_t tokens, int64_t top_k, int64_t E, int64_t H, int64_t I, int64_t max_tiles,
+               bool tma) {
     ScratchCarver c(base);
     const int64_t routes = tokens * top_k;
     probs = c.take<float>(tokens * E);
@@ -283,6 +303,7 @@ struct ChunkScratch {
     sort = {c.take<int32_t>(E), c.take<int32_t>(routes), c.take<int32_t>(E), c.take<int32_t>(E)};
     sorted = c.take<int32_t>(routes);
     tiles = {c.take<int32_t>(1), c.take<int32_t>(max_tiles), c.take<int32_t>(max_tiles), c.take<int32_t>(max_tiles)};
+    gathered = c.take<bf16>(tma ? routes * H : 0);
     hidden = c.take<bf16>(routes * I);
     route_out = c.take<float>(routes * H);
     bytes = c.used();
@@ -302,12 +323,12 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
   const int64_t chunk_routes = chunk_tokens * top_k;
   const int rows = rows_per_tile(chunk_routes, E);
   const int64_t max_tiles = max_tiles_for(chunk_routes, rows, E);
-  const ChunkScratch sizes(0, chunk_tokens, top_k, E, H, I, max_tiles);
+  // The copy engine needs 16-byte rows; odd widths take the element-wise copies.
+  const bool tma = H % 8 == 0 && I % 8 == 0 && aligned_16({x.data, w.gate_up.data, w.down.data});
+  const ChunkScratch sizes(0, chunk_tokens, top_k, E, H, I, max_tiles, tma);
   const Tensor raw = grow_view(moe_scratch_, DType::I32, {static_cast<int64_t>(sizes.bytes / sizeof(int32_t))});
-  const ChunkScratch s(reinterpret_cast<uintptr_t>(raw.data), chunk_tokens, top_k, E, H, I, max_tiles);
+  const ChunkScratch s(reinterpret_cast<uintptr_t>(raw.data), chunk_tokens, top_k, E, H, I, max_tiles, tma);
 
-  const bool vector = H % 8 == 0 && I % 8 == 0 &&
-                      aligned_16({x.data, w.gate_up.data, w.down.data, s.hidden, s.route_out});
   for (int64_t t0 = 0; t0 < T; t0 += chunk_tokens) {
     const int64_t tokens = std::min(chunk_tokens, T - t0), routes = tokens * top_k;
     const Tensor x_chunk = x.rows(t0, t0 + tokens);
@@ -328,16 +349,29 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     args.hidden_size = H;
     args.inter = I;
     const int tiles = static_cast<int>(max_tiles_for(routes, rows, E));
+    ExpertGemmMaps maps{};
 
     args.a = x_chunk.ptr<bf16>();
     args.w = w.gate_up.ptr<bf16>();
     args.col_blocks = static_cast<int>((I + moe_detail::kHiddenCols - 1) / moe_detail::kHiddenCols);
-    launch_expert_gemm<Product::GateUp>(vector, rows, args, tiles, stream_);
+    if (tma) {
+      launch_kernel("gather_sorted_rows_kernel", gather_sorted_rows_kernel, blocks_for(routes * 32, 256), 256, 0,
+                    stream_, x_chunk.ptr<bf16>(), static_cast<const int32_t*>(s.sorted), routes, top_k, H,
+                    s.gathered);
+      args.a = s.gathered;
+      maps.a = bf16_tensor_map(s.gathered, routes, H, rows);
+      maps.w = bf16_tensor_map(args.w, E * 2 * I, H, moe_detail::kWeightBoxRows);
+    }
+    launch_expert_gemm<Product::GateUp>(tma, rows, args, maps, tiles, stream_);
 
     args.a = s.hidden;
     args.w = w.down.ptr<bf16>();
     args.col_blocks = static_cast<int>((H + moe_detail::kWeightRows - 1) / moe_detail::kWeightRows);
-    launch_expert_gemm<Product::Down>(vector, rows, args, tiles, stream_);
+    if (tma) {
+      maps.a = bf16_tensor_map(s.hidden, routes, I, rows);
+      maps.w = bf16_tensor_map(args.w, E * H, I, moe_detail::kWeightBoxRows);
+    }
+    launch_expert_gemm<Product::Down>(tma, rows, args, maps, tiles, stream_);
 
     bf16* out_chunk = out.ptr<bf16>() + t0 * H;
     if (H % 4 == 0) {
