@@ -24,4 +24,4 @@ ln -sf openblas-pthread/libopenblas.so.0 $lib/libopenblas.so.0
 export PATH=$deps/usr/bin:/usr/local/cuda/bin:$PATH CMAKE_PREFIX_PATH=$deps/usr
 export PKG_CONFIG_PATH=$lib/pkgconfig:$deps/usr/share/pkgconfig PKG_CONFIG_SYSROOT_DIR=$deps
 export LD_LIBRARY_PATH=$lib:$lib/openblas-pthread:${LD_LIBRARY_PATH:-}
-JET_CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=90 ${JET_CMAKE_ARGS:-}" python3 -m pip install --no-build-isolation ./python
+JET_CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=90a ${JET_CMAKE_ARGS:-}" python3 -m pip install --no-build-isolation ./python

@@ -26,7 +26,7 @@ fi
 if [[ ${JET_GPU_SKIP_BUILD:-0} != 1 ]]; then
   if ! {
     cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DJET_CUDA=ON -DJET_TESTS=ON \
-      -DJET_BENCH=OFF -DJET_PYTHON=OFF -DCMAKE_CUDA_ARCHITECTURES=90 &&
+      -DJET_BENCH=OFF -DJET_PYTHON=OFF -DCMAKE_CUDA_ARCHITECTURES=90a &&
       ninja -C "$build" -j16 gpu_tests
   } >"$logs/build.log" 2>&1; then
     echo "build failed; end of $logs/build.log:"

@@ -14,9 +14,9 @@
 //
 // The products are bound by the weight bytes until tiles hold many rows, so the kernel is built
 // to stream weights: a producer warp fills a ring of stages (kStageK of k each, A rows and weight
-// rows in 128-byte swizzled tiles) and consumer warps multiply them (bf16 mma.sync m16n8k16,
-// fp32 accumulation), each side waiting on the other through a full and an empty mbarrier per
-// stage. The ring runs on across work items, so the next item's stages load while the current
+// rows in 128-byte swizzled tiles) and consumer warpgroups multiply them (wgmma m64n128k16 from
+// shared memory, fp32 accumulation), each side waiting on the other through a full and an empty
+// mbarrier per stage. The ring runs on across work items, so the next item's stages load while the current
 // one writes its epilogue. With kTma the producer issues tensor-map copies (the copy engine moves
 // each box; A is x gathered into sorted order beforehand for gate/up, hidden itself for down);
 // without it (widths not multiples of 8, or unaligned operands) its lanes copy element by element
@@ -27,23 +27,24 @@
 
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/tma.cuh"
+#include "backend/cuda/wgmma.cuh"
 
 namespace jet::cuda::moe_detail {
 
 constexpr int kStageK = kTmaBoxCols;  // k elements per stage: one 128-byte swizzled row
-constexpr int kWeightRows = 128;      // weight rows of an item (32 per consumer warp of a row group)
+constexpr int kWeightRows = 128;      // weight rows of an item: wgmma's n
 constexpr int kHiddenCols = kWeightRows / 2;  // gate/up: hidden columns per item
 constexpr int kWeightBoxRows = 64;            // weight rows per tensor-map box: an item loads two
 constexpr int kSharedPerMultiprocessor = 233472;  // the H100/H200 budget, of which 1 KB per CTA is reserved
 
-// A CTA of kRows rows: row groups of 4 consumer warps, each warp 64 rows (fewer in a CTA of fewer
-// rows) against 32 weight rows, and one producer warp. Up to 64 rows two CTAs share a
-// multiprocessor (one's epilogue overlaps the other's products); the ring takes as many stages as
-// fit, since the weight stream needs many bytes in flight.
+// A CTA of kRows rows: a consumer warpgroup per 64 rows (wgmma's m; with fewer rows the rows past
+// the tile's are computed and never written) against the item's 128 weight rows, and one producer
+// warp. Up to 64 rows two CTAs share a multiprocessor (one's epilogue overlaps the other's
+// products); the ring takes as many stages as fit, since the weight stream needs many bytes in
+// flight.
 template <int kRows>
 struct TileShape {
   static constexpr int kRowGroups = kRows > 64 ? kRows / 64 : 1;
-  static constexpr int kWarpRows = kRows / kRowGroups;
   static constexpr int kConsumerWarps = kRowGroups * 4;
   static constexpr int kThreads = (kConsumerWarps + 1) * 32;
   static constexpr int kCtasPerMultiprocessor = kRows > 64 ? 1 : 2;
@@ -87,43 +88,16 @@ struct ExpertGemmMaps {
 
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
 
-// Shared weight row of the warp's n-tile nt (4 n-tiles of 8 rows each): gate/up takes 16 gate rows
-// and the 16 up rows of the same columns, down 32 consecutive rows.
-template <Product kProduct>
-__device__ __forceinline__ int n_tile_row(int warp, int nt) {
-  if constexpr (kProduct == Product::GateUp) return (nt / 2) * kHiddenCols + warp * 16 + (nt % 2) * 8;
-  return warp * 32 + nt * 8;
-}
-
-// acc[mt][nt] += the warp's kLive m-tiles of the stage's A rows (from row a_row0 of the tile) times
-// its four n-tiles of weight rows, over the stage's kStageK elements of k. Both tiles are swizzled.
-template <int kLive, Product kProduct, int kMTiles>
-__device__ __forceinline__ void multiply_stage_tiles(const bf16* a_tile, int a_row0, const bf16* w_tile,
-                                                     float (&acc)[kMTiles][4][4]) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 % 4;
+// acc += the stage's 64 A rows from `a` times its 128 weight rows `w`, over kStageK of k: the
+// warpgroup's wgmma, complete on return (so the stage can be released).
+__device__ __forceinline__ void multiply_stage(const bf16* a, const bf16* w, float (&acc)[64]) {
+  wgmma_fence();
 #pragma unroll
-  for (int k32 = 0; k32 < kStageK; k32 += 32) {
-    uint32_t a[kLive][2][4];
-#pragma unroll
-    for (int mt = 0; mt < kLive; ++mt) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = a_row0 + mt * 16 + lane % 16;
-        ldmatrix_x4(a[mt][h], a_tile + swizzled_offset(row, k32 + h * 16 + (lane / 16) * 8));
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      uint32_t b[4];
-      const int row = n_tile_row<kProduct>(warp, nt) + lane % 8;
-      ldmatrix_x4(b, w_tile + swizzled_offset(row, k32 + (lane / 8) * 8));
-#pragma unroll
-      for (int mt = 0; mt < kLive; ++mt) {
-        mma_bf16(acc[mt][nt], a[mt][0], b[0], b[1]);
-        mma_bf16(acc[mt][nt], a[mt][1], b[2], b[3]);
-      }
-    }
+  for (int k16 = 0; k16 < kStageK / 16; ++k16) {
+    wgmma_m64n128k16(acc, wgmma_descriptor(a + k16 * 16), wgmma_descriptor(w + k16 * 16));
   }
+  wgmma_commit();
+  wgmma_wait<0>();
 }
 
 // One work item: a tile of one expert's sorted rows against one block of its weight rows.
@@ -148,7 +122,8 @@ __device__ __forceinline__ int64_t weight_box_row(const ExpertGemmArgs& p, const
 
 // The producer's copies without the copy engine: its 32 lanes move stage kt of the item's A rows
 // and weight rows element by element into the swizzled tiles, zeros where a row or k is past its
-// matrix (rows past the tile are left as they are: their products are never written).
+// matrix (rows past the tile are left as they are: their products are never written), then makes
+// its stores visible to wgmma's operand reads.
 template <int kRows, Product kProduct>
 __device__ void copy_stage_elementwise(const ExpertGemmArgs& p, const WorkItem& it, int kt, bf16* a_tile,
                                        bf16* w_tile) {
@@ -172,6 +147,7 @@ __device__ void copy_stage_elementwise(const ExpertGemmArgs& p, const WorkItem& 
     const int64_t row = weight_box_row<kProduct>(p, it, box) + in_box;
     w_tile[swizzled_offset(r, k)] = valid ? p.w[row * K + k0 + k] : zero;
   }
+  fence_proxy_async_shared();
 }
 
 // Persistent: CTA b takes work items b, b + gridDim.x, ... (item = tile * col_blocks + col_block,
@@ -183,7 +159,6 @@ __global__ void __launch_bounds__(TileShape<kRows>::kThreads, TileShape<kRows>::
     expert_gemm_kernel(const __grid_constant__ ExpertGemmArgs p, const __grid_constant__ ExpertGemmMaps maps) {
   using Shape = TileShape<kRows>;
   constexpr int kStages = Shape::kStages, kConsumerWarps = Shape::kConsumerWarps;
-  constexpr int kMTiles = Shape::kWarpRows / 16;
   extern __shared__ __align__(16) unsigned char shared_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
   unsigned char* ring = shared_raw + (1024 - shared_address(shared_raw) % 1024) % 1024;
@@ -235,86 +210,67 @@ __global__ void __launch_bounds__(TileShape<kRows>::kThreads, TileShape<kRows>::
     return;
   }
 
-  const int warp_row0 = warp / 4 * Shape::kWarpRows;
-  float acc[kMTiles][4][4] = {};
+  // The warpgroup's 64 rows of the tile; a warpgroup whose rows hold no route skips the products.
+  const int group_row0 = warp / 4 * 64;
+  float acc[64] = {};
   WorkItem item{};
-  // The warp's m-tiles that hold routes: the products skip the rest (a tile is seldom full). The
-  // count picks an instantiation of the stage's products, so each runs as straight-line code.
-  int live_m_tiles = 0;
-  auto multiply_stage = [&](const bf16* a, const bf16* w) {
-    switch (live_m_tiles) {
-      case 0: return;
-      case 1: return multiply_stage_tiles<1, kProduct>(a, warp_row0, w, acc);
-      case 2: return multiply_stage_tiles<(2 < kMTiles ? 2 : kMTiles), kProduct>(a, warp_row0, w, acc);
-      case 3: return multiply_stage_tiles<(3 < kMTiles ? 3 : kMTiles), kProduct>(a, warp_row0, w, acc);
-      default: return multiply_stage_tiles<kMTiles, kProduct>(a, warp_row0, w, acc);
-    }
-  };
+  bool live = false;
 
-  // Accumulator (mt, nt, i): row warp_row0 + mt * 16 + lane / 4 + (i / 2) * 8, column 2 (lane % 4) + i % 2.
+  // Accumulator i: row group_row0 + warp % 4 * 16 + lane / 4 + 8 ((i / 2) % 2), column
+  // (i / 4) * 8 + 2 (lane % 4) + i % 2 of the item's 128 weight rows.
   const int64_t H = p.hidden_size, I = p.inter;
   auto write_item = [&] {
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
+    for (int half = 0; half < 2; ++half) {
+      const int r = group_row0 + warp % 4 * 16 + lane / 4 + half * 8;
+      if (r >= item.rows) continue;
+      if constexpr (kProduct == Product::GateUp) {
+        bf16* dst = p.hidden + int64_t{item.row0 + r} * I;
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = warp_row0 + mt * 16 + lane / 4 + half * 8;
-        if (r >= item.rows) continue;
-        if constexpr (kProduct == Product::GateUp) {
-          bf16* dst = p.hidden + int64_t{item.row0 + r} * I;
-#pragma unroll
-          for (int nt = 0; nt < 2; ++nt) {
-            const int64_t col = int64_t{item.col_block} * kHiddenCols + warp % 4 * 16 + nt * 8 + 2 * (lane % 4);
-            const float h0 = silu(acc[mt][nt][half * 2]) * acc[mt][nt + 2][half * 2];
-            const float h1 = silu(acc[mt][nt][half * 2 + 1]) * acc[mt][nt + 2][half * 2 + 1];
-            if (kTma && col + 1 < I) {
-              *reinterpret_cast<uint32_t*>(dst + col) = pack_bf16(h0, h1);
-            } else {
-              if (col < I) dst[col] = __float2bfloat16(h0);
-              if (col + 1 < I) dst[col + 1] = __float2bfloat16(h1);
-            }
+        for (int nt = 0; nt < kHiddenCols / 8; ++nt) {  // gate columns; up is 64 weight rows on
+          const int64_t col = int64_t{item.col_block} * kHiddenCols + nt * 8 + 2 * (lane % 4);
+          const int gate = nt * 4 + half * 2, up = gate + kHiddenCols / 2;
+          const float h0 = silu(acc[gate]) * acc[up], h1 = silu(acc[gate + 1]) * acc[up + 1];
+          if (kTma && col + 1 < I) {
+            *reinterpret_cast<uint32_t*>(dst + col) = pack_bf16(h0, h1);
+          } else {
+            if (col < I) dst[col] = __float2bfloat16(h0);
+            if (col + 1 < I) dst[col + 1] = __float2bfloat16(h1);
           }
-        } else {
-          const int route = p.sorted[item.row0 + r];
-          const float weight = p.route_weights[route];
-          float* dst = p.route_out + int64_t{route} * H;
+        }
+      } else {
+        const int route = p.sorted[item.row0 + r];
+        const float weight = p.route_weights[route];
+        float* dst = p.route_out + int64_t{route} * H;
 #pragma unroll
-          for (int nt = 0; nt < 4; ++nt) {
-            const int64_t col =
-                int64_t{item.col_block} * kWeightRows + n_tile_row<kProduct>(warp % 4, nt) + 2 * (lane % 4);
-            const float o0 = weight * acc[mt][nt][half * 2], o1 = weight * acc[mt][nt][half * 2 + 1];
-            if (kTma && col + 1 < H) {
-              *reinterpret_cast<float2*>(dst + col) = make_float2(o0, o1);
-            } else {
-              if (col < H) dst[col] = o0;
-              if (col + 1 < H) dst[col + 1] = o1;
-            }
+        for (int nt = 0; nt < kWeightRows / 8; ++nt) {
+          const int64_t col = int64_t{item.col_block} * kWeightRows + nt * 8 + 2 * (lane % 4);
+          const float o0 = weight * acc[nt * 4 + half * 2], o1 = weight * acc[nt * 4 + half * 2 + 1];
+          if (kTma && col + 1 < H) {
+            *reinterpret_cast<float2*>(dst + col) = make_float2(o0, o1);
+          } else {
+            if (col < H) dst[col] = o0;
+            if (col + 1 < H) dst[col + 1] = o1;
           }
         }
       }
     }
 #pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
-      }
-    }
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
   };
 
   for (int g = 0, kt = 0, ordinal = 0; g < total_stages; ++g) {
     const int slot = g % kStages;
     if (kt == 0) {
       item = work_item(p, first_item + ordinal * item_step);
-      live_m_tiles = min(kMTiles, max(0, (item.rows - warp_row0 + 15) / 16));
+      live = item.rows > group_row0;
     }
     mbarrier_wait(&full[slot], (g / kStages) & 1);
-    multiply_stage(a_tile(slot), w_tile(slot));
+    if (live) multiply_stage(a_tile(slot) + group_row0 * kStageK, w_tile(slot), acc);
     __syncwarp();
     if (lane == 0) mbarrier_arrive(&empty[slot]);
     if (++kt == num_k) {
-      write_item();
+      if (live) write_item();
       kt = 0;
       ++ordinal;
     }
