@@ -174,16 +174,17 @@ __global__ void __launch_bounds__(kSortThreads)
   }
 }
 
-// gathered[row] = x[the token of route sorted[row]], 8 elements a lane: gate/up's A rows in the
-// order the tensor-map copies read them.
+// gathered[row] = x[the token of route sorted[row]], 16 bytes a lane: gate/up's A rows in the
+// order the tensor-map copies read them. (uint4, not BfPack: unrolled, the compiler split the
+// pack's stores into 2-byte ones.)
 __global__ void gather_sorted_rows_kernel(const bf16* x, const int32_t* sorted, int64_t routes, int top_k, int64_t H,
                                           bf16* gathered) {
   await_previous_kernel();
   const int lane = threadIdx.x % 32;
   for (int64_t row = global_warp(); row < routes; row += warps_in_grid()) {
-    const bf16* src = x + int64_t{sorted[row] / top_k} * H;
-    bf16* dst = gathered + row * H;
-    for (int64_t j = lane * 8; j < H; j += 32 * 8) store_pack<8>(dst + j, load_pack<8>(src + j));
+    const uint4* src = reinterpret_cast<const uint4*>(x + int64_t{sorted[row] / top_k} * H);
+    uint4* dst = reinterpret_cast<uint4*>(gathered + row * H);
+    for (int64_t j = lane; j < H / 8; j += 32) dst[j] = src[j];
   }
 }
 
@@ -204,20 +205,24 @@ __global__ void combine_kernel(const float* route_out, int64_t T, int top_k, int
         sum[0] += src[0];
       }
     }
-    for (int q = 0; q < kPack; ++q) out[t * H + j + q] = __float2bfloat16(sum[q]);
+    if constexpr (kPack == 4) {
+      *reinterpret_cast<uint2*>(out + t * H + j) = make_uint2(pack_bf16(sum[0], sum[1]), pack_bf16(sum[2], sum[3]));
+    } else {
+      out[t * H + j] = __float2bfloat16(sum[0]);
+    }
   }
 }
 
 // Rows per expert tile: at small counts about twice an expert's usual share of the routes, so
-// that most experts take one tile and their weights are read once (the kernel computes only a
-// tile's 16-row groups that hold routes, so a large tile costs little when it is part full). The
-// 64-row kernel keeps two CTAs on a multiprocessor without spilling and stays ahead of the
-// 128-row one until an expert averages well over a tile of routes (bench/moe_op_bench sweeps it).
+// that most experts take one tile and their weights are read once (a part-full tile costs
+// products, not bytes, and the bytes bind there). The 64-row kernel keeps two CTAs on a
+// multiprocessor; once an expert averages more than about 48 routes, the 128-row one, which
+// reads each expert's weights half as often, is ahead (bench/moe_op_bench).
 int rows_per_tile(int64_t routes, int64_t experts) {
   const int64_t average = (routes + experts - 1) / experts;
   if (average <= 6) return 16;
   if (average <= 14) return 32;
-  if (average <= 128) return 64;
+  if (average <= 48) return 64;
   return 128;
 }
 
@@ -374,7 +379,7 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     launch_expert_gemm<Product::Down>(tma, rows, args, maps, tiles, stream_);
 
     bf16* out_chunk = out.ptr<bf16>() + t0 * H;
-    if (H % 4 == 0) {
+    if (H % 4 == 0 && reinterpret_cast<uintptr_t>(out_chunk) % 8 == 0) {  // 4 bf16 stored as one 8-byte word
       launch_kernel("combine_kernel", combine_kernel<4>, blocks_for(tokens * H / 4, 256), 256, 0, stream_,
                     static_cast<const float*>(s.route_out), tokens, top_k, H, out_chunk);
     } else {
