@@ -14,10 +14,10 @@
 # tools/make_tiny_model.py without --no-weights: Gaussian values instead of uniform ones, the same
 # shapes and scales.)
 #
-# moe: the same Mode 1 batches and Mode 2 (1,000 requests) on a random model of SDAR-30B-A3B's shapes (48 layers,
-# hidden 2048, 32 q / 4 kv heads of 128, 128 experts of width 768, top-8, norm_topk_prob, Qwen3
-# vocabulary; 61 GB of bf16 weights), B = S = 4, greedy. Its HF transformers baseline:
-# bench/torch_moe_eager.py.
+# moe: the same Mode 1 batches and Mode 2 (1,000 requests) on a random model of SDAR-30B-A3B's
+# shapes (48 layers, hidden 2048, 32 q / 4 kv heads of 128, 128 experts of width 768, top-8,
+# norm_topk_prob, Qwen3 vocabulary; 61 GB of bf16 weights), B = S = 4, greedy. Its HF
+# transformers baseline: bench/torch_moe_eager.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${JET_BUILD_DIR:-build}
