@@ -14,7 +14,7 @@
 # tools/make_tiny_model.py without --no-weights: Gaussian values instead of uniform ones, the same
 # shapes and scales.)
 #
-# moe: the same Mode 1 batches and Mode 2 (1,000 requests) on a random model of SDAR-30B-A3B's
+# moe: the same Mode 1 batches and Mode 2 on a random model of SDAR-30B-A3B's
 # shapes (48 layers, hidden 2048, 32 q / 4 kv heads of 128, 128 experts of width 768, top-8,
 # norm_topk_prob, Qwen3 vocabulary; 61 GB of bf16 weights), B = S = 4, greedy. Its HF
 # transformers baseline: bench/torch_moe_eager.py.
@@ -47,5 +47,5 @@ if [[ $which != dense ]]; then
     --hidden 2048 --heads 32 --kv-heads 4 --head-dim 128 --experts 128 --top-k 8 --moe-intermediate 768 \
     --no-weights --out "$model"
   "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --batches 1,32,128,256,512 \
-    --prompt-len 64 --max-tokens 128 --mode2 1000 --max-active 128 "$@"
+    --prompt-len 64 --max-tokens 128 --mode2 2000 --max-active 128 "$@"
 fi
