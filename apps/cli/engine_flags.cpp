@@ -8,7 +8,7 @@ const char* const kEngineFlagsHelp = R"(Engine
   --block-length B          block length (default: the model's)
   --max-num-seqs N          sequences denoised together at most (default 512)
   --max-model-len N         prompt + completion at most (default 4096)
-  --kv-page-size N          tokens per KV-cache page, a multiple of B (default 256)
+  --kv-page-size N          tokens per KV-cache page, any size (default 256)
   --kv-cache-mb N           KV-cache memory budget in MiB (default: the backend's)
   --kv-pages N              exact number of KV-cache pages (overrides --kv-cache-mb)
   --gpu-memory-utilization X

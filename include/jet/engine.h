@@ -27,7 +27,7 @@ struct EngineOptions {
   int block_length = 0;           // 0: the model's training block size
   int max_num_seqs = 512;         // sequences denoised together at most
   int max_model_len = 4096;       // prompt + completion tokens of one sequence at most
-  int kvcache_page_size = 256;    // tokens per KV-cache page; a multiple of block_length
+  int kvcache_page_size = 256;    // tokens per KV-cache page (any size: a block may span pages)
   int64_t num_kvcache_pages = -1; // -1: as many as kv_cache_memory_bytes allows
   int64_t kv_cache_memory_bytes = 0;  // 0: the backend's default budget
   // CUDA: share of the device's memory the engine may fill (the KV cache gets what the weights and

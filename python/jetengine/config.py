@@ -38,7 +38,8 @@ class Config:
         own with probability epsilon (a seeded draw per block and step, so seeded requests stay
         reproducible). With both on, diversity_enforce decides first; the original ignored
         epsilon_greedy then. docs/decoding.md §4 has the exact rules.
-    kvcache_block_size: tokens per KV-cache page; a multiple of block_length.
+    kvcache_block_size: tokens per KV-cache page (independent of block_length: a block may start
+        inside a page and span several).
     num_kvcache_blocks: KV-cache pages; -1 = as many as kv_cache_memory_bytes allows.
     mask_token_id: -1 = the model's (config.json, else the family's default). The original
         required it.

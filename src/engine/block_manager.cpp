@@ -25,16 +25,19 @@ void BlockManager::take(int32_t page) {
   if (ref_counts_[page]++ == 0) free_.erase(std::find(free_.begin(), free_.end(), page));
 }
 
-std::vector<int32_t> BlockManager::acquire_cached_prefix(const std::vector<int32_t>& tokens, int cacheable) {
+std::vector<int32_t> BlockManager::acquire_cached_prefix(const std::vector<int32_t>& tokens, int cacheable,
+                                                         int boundary) {
+  JET_CHECK(boundary >= 1, "acquire_cached_prefix: boundary must be >= 1, got ", boundary);
   std::vector<int32_t> pages;
   uint64_t h = 0;
   for (int start = 0; start + page_size_ <= cacheable; start += page_size_) {
     h = page_hash(h, tokens.data() + start);
     auto it = cached_.find(h);
     if (it == cached_.end()) break;
-    take(it->second);
     pages.push_back(it->second);
   }
+  while (!pages.empty() && int64_t{page_size_} * static_cast<int64_t>(pages.size()) % boundary != 0) pages.pop_back();
+  for (int32_t p : pages) take(p);
   return pages;
 }
 

@@ -18,9 +18,9 @@ class BlockManager {
   int num_free() const { return static_cast<int>(free_.size()); }
 
   // Pages that a prompt can reuse: the longest run of leading full pages of `tokens` (only the
-  // first `cacheable` tokens count) whose K/V some sequence already computed. Takes a reference
-  // on each; returns their ids.
-  std::vector<int32_t> acquire_cached_prefix(const std::vector<int32_t>& tokens, int cacheable);
+  // first `cacheable` tokens count) whose K/V some sequence already computed and which ends on a
+  // multiple of `boundary` tokens. Takes a reference on each; returns their ids.
+  std::vector<int32_t> acquire_cached_prefix(const std::vector<int32_t>& tokens, int cacheable, int boundary);
   // Takes n fresh pages; false (and nothing taken) if fewer than n are free.
   bool allocate(int n, std::vector<int32_t>& pages);
   // Records that pages[i] holds the K/V of tokens [i*page_size, (i+1)*page_size) for every full

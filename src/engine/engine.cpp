@@ -101,8 +101,6 @@ Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts
     log_warn("block_length ", block_length, " differs from the block size the model was trained with (",
              c.block_size, "); quality may suffer");
   }
-  JET_CHECK(options.kvcache_page_size % block_length == 0, "the KV-cache page size ", options.kvcache_page_size,
-            " (kvcache_page_size; Python: kvcache_block_size) must be a multiple of block_length ", block_length);
   const int32_t mask_id = options.mask_token_id >= 0 ? options.mask_token_id : c.mask_token_id;
   JET_CHECK(mask_id >= 0 && mask_id < c.vocab, "mask_token_id ", mask_id, " is outside the vocabulary [0, ",
             c.vocab, ")");
@@ -111,6 +109,8 @@ Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts
              c.max_positions, "; using ", c.max_positions);
     options.max_model_len = c.max_positions;
   }
+  JET_CHECK(block_length <= options.max_model_len, "block_length ", block_length, " exceeds max_model_len ",
+            options.max_model_len, ": no block would fit in a sequence");
 
   build_cache();
 

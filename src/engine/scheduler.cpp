@@ -33,9 +33,10 @@ bool Scheduler::admit(Sequence* seq) {
   const int B = limits_.block_length;
   const int prefill = seq->num_prefill(B);
   std::vector<int32_t> pages;
-  if (limits_.prefix_caching) pages = pages_.acquire_cached_prefix(seq->prompt, prefill);
-  // Cached pages are full pages below the prefill end; since the page size is a multiple of B,
-  // the prefill of the rest starts on a block boundary.
+  // Cached pages are full pages below the prefill end, reused only up to a block boundary: a
+  // block-causal prefill attends its whole block, so a page that ends inside a block holds K/V
+  // that depends on the tokens after it. The prefill of the rest then starts on a block boundary.
+  if (limits_.prefix_caching) pages = pages_.acquire_cached_prefix(seq->prompt, prefill, B);
   const int cached = static_cast<int>(pages.size()) * pages_.page_size();
   int need = pages_for(prefill + B) - static_cast<int>(pages.size());
   if (!pages_.allocate(need, pages)) {

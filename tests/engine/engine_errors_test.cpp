@@ -102,9 +102,14 @@ TEST(EngineErrors, BadOptionsAreRejected) {
   jet::EngineOptions opts;
   opts.model = tiny_model_dir();
   opts.device = "cpu";
-  opts.kvcache_page_size = 6;
+  opts.kvcache_page_size = 0;
   EXPECT_THROW(jet::Engine{opts}, jet::Error);
   opts.kvcache_page_size = 256;
+  opts.max_model_len = 64;
+  opts.block_length = 65;  // no block would fit in a sequence
+  EXPECT_THROW(jet::Engine{opts}, jet::Error);
+  opts.max_model_len = 4096;
+  opts.block_length = 0;
   opts.mask_token_id = 1 << 30;
   EXPECT_THROW(jet::Engine{opts}, jet::Error);
   opts.mask_token_id = -1;

@@ -44,12 +44,16 @@ def random_prompts(n, seed=0, low=4, high=14):
     return [rng.integers(3, 200, int(rng.integers(low, high))).tolist() for _ in range(n)]
 
 
-def test_kv_pressure_preempts_without_losing_requests(sdar):
+# Blocks inside pages, blocks that start inside a page and end in the next, blocks of several pages.
+@pytest.mark.parametrize("block, page", [(4, 8), (8, 6), (16, 4)])
+def test_kv_pressure_preempts_without_losing_requests(sdar, block, page):
     prompts = random_prompts(40)
-    flags = ["--temperature", "0", "--max-tokens", "16", "--ignore-eos", "--kv-page-size", "8"]
+    flags = ["--temperature", "0", "--max-tokens", "16", "--ignore-eos", "--block-length", str(block),
+             "--kv-page-size", str(page)]
     roomy = generate(sdar, prompts, *flags)
-    # Each sequence needs at most (13 + 16 rounded up to blocks) = 32 tokens = 4 pages of 8:
-    # 12 pages hold 3 sequences at full length, so 40 requests must preempt and requeue.
+    # Each sequence needs at most 32 tokens (a prompt of 13 and 16 completion tokens, in whole
+    # blocks): 4, 6 or 8 pages. 12 pages hold 3, 2 or 1 sequences at full length, so 40 requests
+    # must preempt and requeue.
     log = []
     tight = generate(sdar, prompts, *flags, "--kv-pages", "12", "--no-prefix-caching", stderr=log)
     assert "preemptions" in log[0]  # the small cache really forced restarts
@@ -77,11 +81,16 @@ def test_seeded_sampling_is_independent_of_the_batch(sdar):
     assert_same_outputs([alone], [mixed])
 
 
-def test_prefix_caching_does_not_change_outputs(sdar):
+# Pages that are multiples of the block, pages that end inside blocks (a cached page is reused
+# only up to a block boundary: its K/V depends on the rest of its block), pages shorter than a block.
+# Four slots: later prompts start after earlier ones have published their prefix pages.
+@pytest.mark.parametrize("block, page", [(4, 8), (4, 6), (8, 6), (8, 4)])
+def test_prefix_caching_does_not_change_outputs(sdar, block, page):
     rng = np.random.default_rng(4)
-    shared = rng.integers(3, 200, 24).tolist()
+    shared = rng.integers(3, 200, 20).tolist()
     prompts = [shared + rng.integers(3, 200, int(n)).tolist() for n in rng.integers(1, 9, 12)]
-    flags = ["--temperature", "0", "--max-tokens", "8", "--ignore-eos", "--kv-page-size", "8"]
+    flags = ["--temperature", "0", "--max-tokens", "8", "--ignore-eos", "--block-length", str(block),
+             "--kv-page-size", str(page), "--max-num-seqs", "4"]
     assert_same_outputs(generate(sdar, prompts, *flags), generate(sdar, prompts, *flags, "--no-prefix-caching"))
 
 
@@ -94,7 +103,8 @@ def test_prefix_caching_does_not_change_outputs(sdar):
     (["--denoising-steps", "0"], "denoising_steps must be in [1, block_length"),
     (["--denoising-steps", "5"], "denoising_steps must be in [1, block_length"),
     (["--strategy", "fastest"], "low_confidence_dynamic"),
-    (["--kv-page-size", "6"], "must be a multiple of block_length"),
+    (["--kv-page-size", "0"], "kvcache_page_size must be >= 1, got 0"),
+    (["--block-length", "100", "--max-model-len", "64"], "block_length 100 exceeds max_model_len 64"),
     (["--mask-token-id", "999999"], "mask_token_id 999999 is outside the vocabulary"),
     (["--max-model-len", "11"], "past max_model_len"),
     (["--max-model-len", "9"], "more than max_model_len 9"),

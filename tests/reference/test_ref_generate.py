@@ -96,11 +96,19 @@ def test_dynamic_strategies_at_their_extremes(tiny_models, strategy):
     assert tight["num_forwards"] == 1 + 12
 
 
-def test_no_prefill_forward_when_the_prompt_is_shorter_than_a_block(tiny_models):
-    out = decode(tiny_models["llada"], prompt=[3, 8], max_tokens=6,
-                 remasking_strategy="sequential")
-    assert out["trajectory"] == [1, 2, 3, 4, 5, 6]
-    assert out["num_forwards"] == 6  # no prefill part: the denoise steps only
+@pytest.mark.parametrize("B, prompt_len, trajectory, num_forwards", [
+    (4, 2, [1, 2, 3, 4, 5, 6], 2 + 4),  # pure diffusion: the block's 2 masks, then a block of 4
+    (1024, 2, [1] * 6, 4),              # pure diffusion: the block's 1022 masks, 256 a step
+    (1024, 1026, [1] * 6, 1 + 4),       # a prefill forward, then the tail's block as above
+])
+def test_prefill_forward_only_when_the_prompt_holds_a_block(tiny_models, B, prompt_len, trajectory,
+                                                            num_forwards):
+    prompt = [3 + i % 100 for i in range(prompt_len)]
+    out = decode(tiny_models["llada"], prompt=prompt, max_model_len=4096, max_tokens=6,
+                 remasking_strategy="sequential", block_length=B, denoising_steps=4)
+    assert out["trajectory"] == trajectory
+    assert out["num_forwards"] == num_forwards  # the prefill, if any, and the denoise steps
+    assert out["token_ids"][:prompt_len] == prompt and len(out["completion_ids"]) == 6
 
 
 @pytest.mark.parametrize("max_tokens", [1, 3, 5, 8, 10])
