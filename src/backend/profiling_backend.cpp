@@ -18,6 +18,7 @@ class ProfilingBackend final : public Backend {
   void upload(void* dst, const void* src, size_t bytes) override { inner_->upload(dst, src, bytes); }
   void download(void* dst, const void* src, size_t bytes) override { inner_->download(dst, src, bytes); }
   void synchronize() override { inner_->synchronize(); }
+  int max_block_length() const override { return inner_->max_block_length(); }
   size_t default_kv_budget_bytes(double memory_utilization) const override {
     return inner_->default_kv_budget_bytes(memory_utilization);
   }

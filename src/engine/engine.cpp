@@ -111,6 +111,9 @@ Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts
   }
   JET_CHECK(block_length <= options.max_model_len, "block_length ", block_length, " exceeds max_model_len ",
             options.max_model_len, ": no block would fit in a sequence");
+  JET_CHECK(block_length <= backend->max_block_length(), "block_length ", block_length, " is longer than the ",
+            backend->name(), " backend decodes (", backend->max_block_length(),
+            " at most); the CPU backend (device cpu) takes any length");
 
   build_cache();
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 
 #include "backend/backend.h"
 #include "backend/tensor_checks.h"
@@ -23,6 +24,7 @@ class CpuBackend final : public Backend {
   void download(void* dst, const void* src, size_t bytes) override;
   void synchronize() override {}
   size_t default_kv_budget_bytes(double memory_utilization) const override;
+  int max_block_length() const override { return std::numeric_limits<int>::max(); }
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;

@@ -35,6 +35,7 @@ class CudaBackend final : public Backend {
   void download(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
   size_t default_kv_budget_bytes(double memory_utilization) const override;
+  int max_block_length() const override;  // decode.cu
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;            // elementwise.cu
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;                     // gemm.cu

@@ -228,11 +228,13 @@ void throw_decode_fault() {
   throw Error(str("denoise_step: row ", row, " of an earlier step ", problem, "; that row was skipped"));
 }
 
+int CudaBackend::max_block_length() const { return kMaxBlockLength; }
+
 void CudaBackend::denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) {
   throw_decode_fault();
   const int B = st.block_length, V = st.vocab;
-  JET_CHECK(B >= 1 && B <= kMaxBlockLength, "denoise_step: block length ", B, " is outside [1, ", kMaxBlockLength,
-            "], the CUDA backend's limit");
+  JET_CHECK(B >= 1 && B <= max_block_length(), "denoise_step: block length ", B, " is outside [1, ",
+            max_block_length(), "], the CUDA backend's limit");
   JET_CHECK(logits.dtype == DType::F32 && logits.ndim == 2 && logits.dim(1) == V, "denoise_step: tensor logits is ",
             dtype_name(logits.dtype), " ", shape_string(logits), ", expected F32 [*, ", V, "]");
   // The rows and the masks are in device memory: their logits rows are checked there (RowFault).
