@@ -4,7 +4,7 @@
     make_tiny_model.py --arch {sdar,sdar_moe,llada} --out DIR [--seed N] [--vocab small|qwen3 | --tokenizer DIR]
         [--layers L --hidden H --heads N --kv-heads K --head-dim D --intermediate I]
         [--experts E --top-k K --moe-intermediate M] [--block-size B] [--dtype bf16|f16|f32] [--shards K]
-        [--no-weights]
+        [--vocab-size ROWS] [--mask-token-id ID] [--no-weights]
 
 Output: config.json (the keys the real checkpoints use, reference/models.md), generation_config.json,
 model.safetensors (or K shards + model.safetensors.index.json), tokenizer.json, tokenizer_config.json.
@@ -14,9 +14,13 @@ Weights are random but deterministic for a seed (NumPy PCG64), scaled so that lo
 deviation of about 2: the output distribution of a tiny model is neither flat nor one-hot.
 --no-weights writes everything but the safetensors (seconds instead of minutes at SDAR-4B's shapes),
 for the engine's `load_format` "dummy", which makes random weights of config.json's shapes itself.
+--vocab-size and --mask-token-id give a small tokenizer a real model's embedding rows and mask id
+(e.g. LLaDA-8B's 126464 and 126336), for benchmarks of its shapes: rows past the tokenizer decode
+to nothing.
 NumPy only: no torch, no network.
 """
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -52,6 +56,10 @@ def parse_args(argv):
     p.add_argument("--block-size", type=int, help="default 4; sdar families only (LLaDA configs have no such key)")
     p.add_argument("--dtype", choices=DTYPES, default="bf16")
     p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--vocab-size", type=int,
+                   help="embedding rows (config vocab_size), at least the tokenizer's size (default: the tokenizer's "
+                        "size rounded up to 64; qwen3: 151936)")
+    p.add_argument("--mask-token-id", type=int, help="config mask_token_id, below the rows (default: the tokenizer's mask)")
     p.add_argument("--no-weights", action="store_true", help="config and tokenizer only (load_format dummy)")
     args = p.parse_args(argv)
     llada = args.arch == "llada"
@@ -291,6 +299,18 @@ def write_json(path, obj):
     path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def resized(vocab, rows, mask):
+    """vocab with `rows` embedding rows and mask id `mask` where given (None: unchanged)."""
+    tokens = max([*vocab.tokenizer["model"]["vocab"].values(), *(e["id"] for e in vocab.tokenizer["added_tokens"])]) + 1
+    rows = vocab.rows if rows is None else rows
+    mask = vocab.mask if mask is None else mask
+    if rows < tokens:
+        raise SystemExit(f"error: --vocab-size {rows} is below the tokenizer's {tokens} tokens")
+    if not 0 <= mask < rows:
+        raise SystemExit(f"error: --mask-token-id {mask} is outside the vocabulary [0, {rows})")
+    return dataclasses.replace(vocab, rows=rows, mask=mask)
+
+
 def main(argv=None):
     args = parse_args(argv)
     out = Path(args.out)
@@ -304,6 +324,7 @@ def main(argv=None):
         vocab = tiny_tokenizer.qwen3_vocab()
     else:
         vocab = tiny_tokenizer.small_vocab(args.arch)
+    vocab = resized(vocab, args.vocab_size, args.mask_token_id)
     st_dtype, torch_dtype = DTYPES[args.dtype]
     if args.arch == "llada":
         config, specs = llada_config(args, vocab, torch_dtype), llada_tensors(args, vocab.rows)

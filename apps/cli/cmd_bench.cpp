@@ -3,6 +3,7 @@
 // varied lengths. With --profile, where the time goes per backend op. bench/run_gpu.sh and
 // bench/run_cpu.sh run it on their models; figures are logged in bench/results/.
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -22,15 +23,18 @@ namespace {
 constexpr const char* kHelp = R"(usage: jetengine bench --model DIR [options]
 
 Mode 1: for each batch size, that many prompts of random token ids in [3, vocab / 2) (seeded),
-greedy unless --temperature says otherwise, ignore_eos (each runs to --max-tokens), 4 denoising
-steps, after an untimed warm-up of 8 tokens (GEMM plans, buffers, CUDA graphs). Prints tokens,
-seconds, completion tok/s and "device idle": the share of the wall time the device waited for
-the host between forwards.
+greedy unless --temperature says otherwise, ignore_eos (each runs to --max-tokens), after an
+untimed warm-up of 8 tokens (GEMM plans, buffers, CUDA graphs; a block is denoised whole, so with
+long blocks the warm-up takes as long as the first block). Prints tokens, seconds, completion
+tok/s, the model forwards the batch took (prefills and denoise steps) and the wall milliseconds
+per forward, and "device idle": the share of the wall time the device waited for the host
+between forwards.
 
 Benchmark
   --batches A,B,...         batch sizes (default 1,16)
   --prompt-len N            prompt tokens (default 64)
   --max-tokens N            completion tokens per prompt (default 128)
+  --denoising-steps S       steps per block, 1..B (default 4, capped at B)
   --strategy NAME           remasking strategy (default low_confidence_static)
   --temperature T           0 = greedy (default 0); above 0, each request samples with seed 0
   --top-k K                 0 = off (default 0)
@@ -71,7 +75,7 @@ std::map<std::string, double> op_seconds_since(const Engine& engine, const std::
 
 int cmd_bench(const Args& raw) {
   ArgParser args(raw,
-                 with_engine_value_flags({"--batches", "--prompt-len", "--max-tokens", "--strategy", "--mode2",
+                 with_engine_value_flags({"--batches", "--prompt-len", "--max-tokens", "--denoising-steps", "--strategy", "--mode2",
                                           "--max-active", "--temperature", "--top-k", "--top-p"}),
                  with_engine_bool_flags({"--profile", "--help"}));
   if (args.has("--help")) {
@@ -104,7 +108,7 @@ int cmd_bench(const Args& raw) {
   p.seed = 0;  // the same draws in every run
   p.max_tokens = max_tokens;
   p.ignore_eos = true;  // every prompt produces exactly max_tokens
-  p.denoising_steps = default_denoising_steps(engine);
+  p.denoising_steps = args.get_int32("--denoising-steps", default_denoising_steps(engine));
   p.remasking_strategy = args.get("--strategy").value_or(p.remasking_strategy);
   engine.check_params(p);
   std::printf("device %s  model %s  block %d  steps %d  prompt %d  max_tokens %d  strategy %s  temperature %g"
@@ -112,8 +116,8 @@ int cmd_bench(const Args& raw) {
               engine.summary().device.c_str(), options.model.c_str(), engine.summary().block_length,
               p.denoising_steps, prompt_len, max_tokens, p.remasking_strategy.c_str(), p.temperature, p.top_k,
               p.top_p);
-  std::printf("%6s %10s %10s %12s %12s %12s\n", "batch", "tokens", "seconds", "tok/s", "device idle",
-              options.profile_ops ? "GEMM share" : "");
+  std::printf("%6s %10s %10s %12s %9s %9s %12s %12s\n", "batch", "tokens", "seconds", "tok/s", "forwards", "ms/fwd",
+              "device idle", options.profile_ops ? "GEMM share" : "");
   std::fflush(stdout);
   std::mt19937 rng(0);
   for (int batch : batches) {
@@ -125,12 +129,15 @@ int cmd_bench(const Args& raw) {
     }
     const auto ops_before = engine.op_seconds();
     const double idle_before = engine.device_idle_seconds();
+    const int64_t forwards_before = engine.num_forwards();
     const auto start = std::chrono::steady_clock::now();
     size_t tokens = 0;
     for (const auto& out : engine.generate(prompts, {p})) tokens += out.completion_ids.size();
     const double secs = seconds_since(start);
     const double idle = engine.device_idle_seconds() - idle_before;
-    std::printf("%6d %10zu %10.3f %12.1f %11.1f%%", batch, tokens, secs, tokens / secs, 100.0 * idle / secs);
+    const int64_t forwards = engine.num_forwards() - forwards_before;
+    std::printf("%6d %10zu %10.3f %12.1f %9lld %9.3f %11.1f%%", batch, tokens, secs, tokens / secs,
+                static_cast<long long>(forwards), 1e3 * secs / static_cast<double>(forwards), 100.0 * idle / secs);
     if (!options.profile_ops) {
       std::printf("\n");
       std::fflush(stdout);  // each row as it is measured, also into a pipe (a run cut short keeps its rows)

@@ -199,6 +199,9 @@ class Engine {
   // Seconds since construction the device sat idle between forwards of a generation, waiting for
   // the host (scheduling, batch layouts, copies): wall time that no faster kernel removes.
   double device_idle_seconds() const;
+  // Model forwards run since construction: prefills and denoise forwards (the save of a finished
+  // block rides in a denoise forward; a step split at max_num_batched_tokens counts each part).
+  int64_t num_forwards() const;
 
   struct Impl;
 

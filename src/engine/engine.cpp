@@ -42,7 +42,7 @@ struct Engine::Impl {
   int block_length = 0;
   std::mt19937_64 seed_source{std::random_device{}()};
   size_t num_preemptions = 0;  // since the engine last ran dry (reported then)
-  double device_idle_seconds = 0;  // see Engine::device_idle_seconds
+  RunnerStats runner_stats;  // see Engine::device_idle_seconds, Engine::num_forwards
 
   explicit Impl(const EngineOptions& opts);
 
@@ -176,7 +176,7 @@ void Engine::Impl::build_cache() {
   // A profile times each op by synchronising after it, which a recorded forward would hide.
   runner = std::make_unique<ModelRunner>(*model, block_length, options.max_num_seqs, static_cast<int>(pages), page_size,
                                          options.max_num_batched_tokens,
-                                         !options.enforce_eager && !options.profile_ops, device_idle_seconds);
+                                         !options.enforce_eager && !options.profile_ops, runner_stats);
   SchedulerLimits sl;
   sl.max_num_seqs = options.max_num_seqs;
   sl.block_length = block_length;
@@ -613,6 +613,8 @@ const ModelSummary& Engine::summary() const { return impl_->summary; }
 
 std::map<std::string, double> Engine::op_seconds() const { return *impl_->op_profile; }
 
-double Engine::device_idle_seconds() const { return impl_->device_idle_seconds; }
+double Engine::device_idle_seconds() const { return impl_->runner_stats.idle_seconds; }
+
+int64_t Engine::num_forwards() const { return impl_->runner_stats.forwards; }
 
 }  // namespace jet

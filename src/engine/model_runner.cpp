@@ -36,13 +36,13 @@ int64_t ModelRunner::logits_chunk_rows(int vocab, int max_batched_tokens) {
 }
 
 ModelRunner::ModelRunner(Model& model, int block_length, int num_slots, int num_pages, int page_size,
-                         int max_batched_tokens, bool record_forwards, double& idle_seconds)
+                         int max_batched_tokens, bool record_forwards, RunnerStats& stats)
     : model_(model),
       backend_(model.backend()),
       block_length_(block_length),
       max_batched_tokens_(max_batched_tokens),
       record_forwards_(record_forwards),
-      idle_seconds_(idle_seconds) {
+      stats_(stats) {
   const ModelConfig& c = model.config();
   kv_ = backend_.alloc_kv_cache(c.layers, num_pages, page_size, c.kv_heads, c.head_dim);
   state_ = backend_.alloc_decode_state(num_slots, block_length, c.vocab);
@@ -58,9 +58,10 @@ const int32_t* ModelRunner::host_part(const Tensor& part) const {
   return host_state_.data() + (part.ptr<int32_t>() - state_.block_region.ptr<int32_t>());
 }
 
-void ModelRunner::end_idle_stretch() {
+void ModelRunner::start_forward() {
+  ++stats_.forwards;
   if (!idle_since_) return;
-  idle_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - *idle_since_).count();
+  stats_.idle_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - *idle_since_).count();
   idle_since_.reset();
 }
 
@@ -134,7 +135,7 @@ void ModelRunner::prefill_forward(const std::vector<Sequence*>& seqs) {
     ids.insert(ids.end(), s->prompt.begin() + s->num_cached, s->prompt.begin() + end);
   }
   const Tensor ids_t = backend_.upload_batch(batch, layout_arena_, {&ids})[0];
-  end_idle_stretch();
+  start_forward();
   model_.forward(batch, ids_t, kv_, nullptr);
 }
 
@@ -268,7 +269,7 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
     }
     backend_.commit_step(extras[1], num_rows, num_logits, state_);
   };
-  end_idle_stretch();
+  start_forward();
   // Everything the work reads sits at addresses fixed by these sizes (the layout arena's
   // offsets, ids, logits, the model's scratch), and the attention launch depends on no more (an
   // entry holds B or 2B tokens, so the counts fix how many hold 2B); the logits count sets the LM

@@ -16,16 +16,24 @@
 
 namespace jet {
 
+// What a ModelRunner has done, kept by its owner across runners (the engine rebuilds its runner
+// with the cache).
+struct RunnerStats {
+  // Seconds the device sat idle between forwards waiting for the host (scheduling, layouts,
+  // copies): from a denoise step's download to the next forward's launch.
+  double idle_seconds = 0;
+  // Forwards launched: prefills and denoise forwards, each part of a split step counted.
+  int64_t forwards = 0;
+};
+
 class ModelRunner {
  public:
   // record_forwards: let the backend record the denoise forward and replay it (CUDA graphs) for
-  // dense models; false runs every op eagerly. idle_seconds accumulates the seconds the device
-  // sits idle between forwards waiting for the host (scheduling, layouts, copies): from a denoise
-  // step's download to the next forward's launch.
+  // dense models; false runs every op eagerly. `stats` accumulates what the runner does.
   // A forward holds at most max_batched_tokens tokens (a sequence's entry alone may hold more):
   // a step's sequences are split into as many forwards as that takes.
   ModelRunner(Model& model, int block_length, int num_slots, int num_pages, int page_size, int max_batched_tokens,
-              bool record_forwards, double& idle_seconds);
+              bool record_forwards, RunnerStats& stats);
 
   // The logits rows a denoise step computes and samples at a time: at most 512 MiB of logits, and
   // no more rows than a forward's tokens (max_batched_tokens).
@@ -68,8 +76,9 @@ class ModelRunner {
   // The host copy of one part of the block state (a tensor inside state_.block_region).
   int32_t* host_part(const Tensor& part);
   const int32_t* host_part(const Tensor& part) const;
-  // Called just before a forward is launched: ends the device's idle stretch, if one is open.
-  void end_idle_stretch();
+  // Called just before a forward is launched: ends the device's idle stretch, if one is open, and
+  // counts the forward.
+  void start_forward();
 
   Model& model_;
   Backend& backend_;
@@ -82,7 +91,7 @@ class ModelRunner {
   bool host_state_newer_ = false;    // a block started since the last upload
   Buffer layout_arena_, ids_buffer_, logits_buffer_;
   std::optional<std::chrono::steady_clock::time_point> idle_since_;  // the device has nothing queued
-  double& idle_seconds_;
+  RunnerStats& stats_;
 };
 
 }  // namespace jet

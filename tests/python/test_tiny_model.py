@@ -123,6 +123,26 @@ def test_llada_config_keys_and_special_ids(tmp_path):
     assert generation["eos_token_id"] == [ids["<|endoftext|>"], ids["<|eot_id|>"]]
 
 
+def test_vocab_size_and_mask_token_id_give_a_real_models_ids(tmp_path):
+    # LLaDA-8B's rows and mask with the small tokenizer (benchmarks of its shapes).
+    out = make_tiny_model("llada", tmp_path / "m", 1, "--vocab-size", "126464", "--mask-token-id", "126336",
+                          "--layers", "1", "--no-weights")
+    config = json.loads((out / "config.json").read_text())
+    assert config["vocab_size"] == config["embedding_size"] == 126464 and config["mask_token_id"] == 126336
+    assert not list(out.glob("*.safetensors"))
+    # The engine takes them, with random weights of those shapes.
+    bench = run_cli(["bench", "--model", out, "--load-format", "dummy", "--device", "cpu", "--kv-cache-mb", "16",
+                     "--block-length", "8", "--batches", "1", "--prompt-len", "4", "--max-tokens", "4"])
+    assert bench.returncode == 0, bench.stderr
+    for extra, message in ((["--vocab-size", "100"], "--vocab-size 100 is below the tokenizer's"),
+                           (["--mask-token-id", "-1"], "--mask-token-id -1 is outside the vocabulary"),
+                           (["--vocab-size", "640", "--mask-token-id", "640"],
+                            "--mask-token-id 640 is outside the vocabulary [0, 640)")):
+        result = subprocess.run(["/usr/bin/python3", str(GENERATOR), "--arch", "llada", "--out", str(tmp_path / "x"),
+                                 *extra], capture_output=True, text=True)
+        assert result.returncode == 1 and "error: " + message in result.stderr, extra
+
+
 def test_qwen3_vocabulary_adds_the_sdar_mask(tmp_path):
     out = make_tiny_model("sdar", tmp_path / "m", 1, "--vocab", "qwen3", "--layers", "1")
     config = json.loads((out / "config.json").read_text())
