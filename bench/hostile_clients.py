@@ -324,6 +324,9 @@ def trickler(port, outcomes, end, read_timeout, counts):
     peak = [0]
 
     def open_one(kind):
+        # The clock starts before connect: the server's deadline starts at its accept, which comes
+        # later, so a client thread descheduled after connect cannot make a close look early.
+        start = time.monotonic()
         try:
             sock = connect(port, timeout=5)
         except OSError as e:
@@ -334,7 +337,7 @@ def trickler(port, outcomes, end, read_timeout, counts):
             sock.sendall(burst)
         sock.setblocking(False)
         now = time.monotonic()
-        conns[sock] = {"kind": kind, "start": now, "next": now, "sent": 0, "trickle": trickle, "got": b""}
+        conns[sock] = {"kind": kind, "start": start, "next": now, "sent": 0, "trickle": trickle, "got": b""}
         sel.register(sock, selectors.EVENT_READ)
 
     def finish(sock, how):

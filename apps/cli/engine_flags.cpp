@@ -9,6 +9,9 @@ const char* const kEngineFlagsHelp = R"(Engine
   --max-num-seqs N          sequences denoised together at most (default 512)
   --max-model-len N         prompt + completion at most (default 4096)
   --kv-page-size N          tokens per KV-cache page, any size (default 256)
+  --max-num-batched-tokens N
+                            tokens of one forward at most; a step's sequences are split into
+                            several forwards past it (default 16384)
   --kv-cache-mb N           KV-cache memory budget in MiB (default: the backend's)
   --kv-pages N              exact number of KV-cache pages (overrides --kv-cache-mb)
   --gpu-memory-utilization X
@@ -24,7 +27,7 @@ const char* const kEngineFlagsHelp = R"(Engine
 
 std::set<std::string> with_engine_value_flags(std::set<std::string> flags) {
   flags.insert({"--model", "--device", "--block-length", "--max-num-seqs", "--max-model-len", "--kv-page-size",
-                "--kv-cache-mb", "--kv-pages", "--gpu-memory-utilization", "--mask-token-id", "--threads",
+                "--max-num-batched-tokens", "--kv-cache-mb", "--kv-pages", "--gpu-memory-utilization", "--mask-token-id", "--threads",
                 "--load-format"});
   return flags;
 }
@@ -42,6 +45,7 @@ EngineOptions read_engine_options(const ArgParser& args) {
   o.max_num_seqs = args.get_int32("--max-num-seqs", o.max_num_seqs);
   o.max_model_len = args.get_int32("--max-model-len", o.max_model_len);
   o.kvcache_page_size = args.get_int32("--kv-page-size", o.kvcache_page_size);
+  o.max_num_batched_tokens = args.get_int32("--max-num-batched-tokens", o.max_num_batched_tokens);
   const long long kv_cache_mb = args.get_int("--kv-cache-mb", 0);
   JET_CHECK(kv_cache_mb >= 0 && kv_cache_mb <= (INT64_MAX >> 20), "flag --kv-cache-mb expects a size in MiB, got ",
             kv_cache_mb);

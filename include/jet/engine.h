@@ -28,10 +28,15 @@ struct EngineOptions {
   int max_num_seqs = 512;         // sequences denoised together at most
   int max_model_len = 4096;       // prompt + completion tokens of one sequence at most
   int kvcache_page_size = 256;    // tokens per KV-cache page (any size: a block may span pages)
+  // Tokens of one forward at most: a step's sequences are split into as many forwards as this
+  // takes (a single sequence's block, or prompt, may exceed it alone). Bounds the activation
+  // memory, which the CUDA backend sets aside before sizing the KV cache.
+  int max_num_batched_tokens = 16384;
   int64_t num_kvcache_pages = -1; // -1: as many as kv_cache_memory_bytes allows
   int64_t kv_cache_memory_bytes = 0;  // 0: the backend's default budget
-  // CUDA: share of the device's memory the engine may fill (the KV cache gets what the weights and
-  // whatever else runs there leave of it, less 1 GiB); used when kv_cache_memory_bytes is 0.
+  // CUDA: share of the device's memory the engine may fill (the KV cache gets what the weights,
+  // whatever else runs there, the activations of the largest forward and 1 GiB leave of it); used
+  // when kv_cache_memory_bytes is 0.
   double gpu_memory_utilization = 0.9;
   bool enable_prefix_caching = true;  // share KV pages of identical prompt prefixes (SDAR only)
   int num_threads = 0;            // CPU threads; 0 = all cores

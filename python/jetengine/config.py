@@ -22,13 +22,17 @@ class Config:
     scripts written for it run unchanged) and checked, but have no effect; they are marked below.
 
     model: a local HuggingFace model folder.
-    max_num_batched_tokens: no effect (the original used it only to size its warm-up).
+    max_num_batched_tokens: tokens of one forward at most; a step's sequences are split into as
+        many forwards as that takes (one sequence's block or prompt may exceed it alone). It bounds
+        the activation memory, which CUDA sets aside before sizing the KV cache. (The original
+        used it only to size its warm-up, with a default of 131072.)
     max_num_seqs: sequences decoded together at most.
     max_model_len: prompt + completion tokens of one sequence at most (clamped to the model's
         max_position_embeddings).
     gpu_memory_utilization: CUDA: the share of the GPU's memory the engine may fill; the KV cache
-        gets what the weights and other users of the GPU leave of it, less 1 GiB (unless
-        kv_cache_memory_bytes or num_kvcache_blocks sizes it). No effect on the CPU.
+        gets what the weights, other users of the GPU and the activations of the largest forward
+        leave of it, less 1 GiB (unless kv_cache_memory_bytes or num_kvcache_blocks sizes it). No
+        effect on the CPU.
     tensor_parallel_size: must be 1 (one device per engine).
     enforce_eager: CUDA: launch every op of every forward instead of replaying CUDA graphs of the
         denoise forward (slower; for debugging).
@@ -53,7 +57,7 @@ class Config:
     """
 
     model: str
-    max_num_batched_tokens: int = 131072
+    max_num_batched_tokens: int = 16384
     max_num_seqs: int = 512
     max_model_len: int = 4096
     gpu_memory_utilization: float = 0.8
@@ -80,7 +84,7 @@ class Config:
         self.model = os.fspath(self.model)
         if not os.path.isdir(self.model):
             raise ValueError(f"model must be a local model folder; {self.model!r} is not a directory")
-        check_int("max_num_batched_tokens", self.max_num_batched_tokens, minimum=1)
+        check_int("max_num_batched_tokens", self.max_num_batched_tokens, minimum=1, maximum=2**31 - 1)
         check_int("max_num_seqs", self.max_num_seqs, minimum=1, maximum=2**31 - 1)
         check_int("max_model_len", self.max_model_len, minimum=1, maximum=2**31 - 1)
         check_float("gpu_memory_utilization", self.gpu_memory_utilization, maximum=1.0, above=0.0)
@@ -131,6 +135,7 @@ class Config:
         options.max_num_seqs = self.max_num_seqs
         options.max_model_len = self.max_model_len
         options.kvcache_page_size = self.kvcache_block_size
+        options.max_num_batched_tokens = self.max_num_batched_tokens
         options.num_kvcache_pages = self.num_kvcache_blocks
         options.kv_cache_memory_bytes = self.kv_cache_memory_bytes
         options.enable_prefix_caching = self.enable_prefix_caching

@@ -22,6 +22,7 @@ void bind_options(py::module_& m) {
       .def_readwrite("max_num_seqs", &jet::EngineOptions::max_num_seqs)
       .def_readwrite("max_model_len", &jet::EngineOptions::max_model_len)
       .def_readwrite("kvcache_page_size", &jet::EngineOptions::kvcache_page_size)
+      .def_readwrite("max_num_batched_tokens", &jet::EngineOptions::max_num_batched_tokens)
       .def_readwrite("num_kvcache_pages", &jet::EngineOptions::num_kvcache_pages)
       .def_readwrite("kv_cache_memory_bytes", &jet::EngineOptions::kv_cache_memory_bytes)
       .def_readwrite("enable_prefix_caching", &jet::EngineOptions::enable_prefix_caching)

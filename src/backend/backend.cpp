@@ -99,7 +99,15 @@ DecodeState Backend::alloc_decode_state(int num_slots, int block_length, int voc
   static_assert(sizeof(SlotParams) % 4 == 0);
   st.params = alloc_tensor(st.storage, DType::I32, {num_slots, static_cast<int64_t>(sizeof(SlotParams) / 4)});
   st.seen = alloc_tensor(st.storage, DType::I32, {num_slots, st.seen_words});
+  static_assert(sizeof(PositionSample) % 4 == 0);
+  st.samples = alloc_tensor(st.storage, DType::I32, {words, static_cast<int64_t>(sizeof(PositionSample) / 4)});
+  st.ranking = alloc_tensor(st.storage, DType::I32, {num_slots, 6 * int64_t{block_length}});
   return st;
+}
+
+void Backend::denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) {
+  sample_positions(logits, 0, rows, num_rows, st);
+  commit_step(rows, num_rows, logits.ndim == 2 ? logits.dim(0) : 0, st);
 }
 
 void Backend::set_slot_params(DecodeState& st, int slot, const SlotParams& p) {

@@ -104,9 +104,20 @@ struct SlotParams {
   uint64_t seed = 0;
 };
 
+// A masked position's sample (docs/decoding.md §3), kept in the decode state between a step's
+// sample_positions and its commit_step.
+struct PositionSample {
+  int32_t token = 0;        // the candidate x̂
+  float confidence = 0.0f;  // probs[x̂] of the unfiltered distribution
+  float logprob = 0.0f;     // ln(max(confidence, 1e-12))
+  float entropy = 0.0f;     // nats
+  float margin = 0.0f;      // largest minus second largest probability
+};
+
 // One denoising sequence in a denoise step. Only masked positions have logits rows (committed
 // ones would never be read, and the LM head is the largest GEMM of a forward): the k-th masked
-// position of the block, in increasing position order, reads logits row logits_row0 + k.
+// position of the block, in increasing position order, reads logits row logits_row0 + k; the rows
+// of a step list their masked positions' logits rows back to back, in row order.
 struct StepRow {
   int32_t slot = 0;
   int32_t position0 = 0;    // absolute position of the block's first token
@@ -136,6 +147,8 @@ struct DecodeState {
   Tensor block_region;  // i32: the tensors above, as raw words
   Tensor params;        // SlotParams [slots], stored as bytes
   Tensor seen;          // u32 [slots, seen_words]: ids in prompt ∪ committed completion
+  Tensor samples;       // PositionSample [slots, B] as i32 words: a step's samples, by (slot, position)
+  Tensor ranking;       // i32 [slots, 6 * B]: commit_step's working space (backends that rank in place)
   std::vector<Buffer> storage;
 };
 
@@ -157,8 +170,6 @@ class Backend {
   // Bytes the KV cache may use when the user gives no explicit budget; memory_utilization is the
   // share of the device's memory the engine may fill (backends with a device of their own).
   virtual size_t default_kv_budget_bytes(double memory_utilization) const = 0;
-  // The longest block denoise_step takes (the engine refuses a longer block_length up front).
-  virtual int max_block_length() const = 0;
 
   // Allocates a tensor of compute_dtype (or the given dtype) with its own buffer, kept in `owner`.
   Tensor alloc_tensor(std::vector<Buffer>& owner, DType dtype, std::initializer_list<int64_t> dims);
@@ -224,10 +235,18 @@ class Backend {
   // Decode ops. ids[i*B + j] = blocks[slots[i], j]; blocks is i32 [rows, B] (a decode state's
   // tokens, saved_tokens or block_tokens).
   virtual void gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) = 0;
-  // Samples every masked position of each row's block from its logits row (StepRow::logits_row0
-  // on), applies the slot's strategy and commits the selected positions (docs/decoding.md §3-4).
-  // rows: StepRow [n] bytes; logits: f32 [R, V], R covering every row's masked positions.
-  virtual void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) = 0;
+  // A denoise step (docs/decoding.md §3-4) in two ops, so that the logits of a step's masked
+  // positions can be computed and sampled a chunk of rows at a time. rows: StepRow [n] bytes.
+  // sample_positions samples the masked positions whose logits rows are first_row, ...,
+  // first_row + R - 1 (logits: f32 [R, V]) into st.samples; rows past the last masked position
+  // (padding) are skipped.
+  virtual void sample_positions(const Tensor& logits, int64_t first_row, const Tensor& rows, int num_rows,
+                                DecodeState& st) = 0;
+  // Once every masked position is sampled (num_logits: the step's logits rows), applies each slot's
+  // strategy to its block's samples and commits the selected positions.
+  virtual void commit_step(const Tensor& rows, int num_rows, int64_t num_logits, DecodeState& st) = 0;
+  // Both, for a step whose logits (f32 [R, V]) hold every row's masked positions.
+  void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st);
 };
 
 // "cpu", "cuda" or "auto" (CUDA when built and a GPU is visible, else CPU).

@@ -18,7 +18,6 @@ class ProfilingBackend final : public Backend {
   void upload(void* dst, const void* src, size_t bytes) override { inner_->upload(dst, src, bytes); }
   void download(void* dst, const void* src, size_t bytes) override { inner_->download(dst, src, bytes); }
   void synchronize() override { inner_->synchronize(); }
-  int max_block_length() const override { return inner_->max_block_length(); }
   size_t default_kv_budget_bytes(double memory_utilization) const override {
     return inner_->default_kv_budget_bytes(memory_utilization);
   }
@@ -55,8 +54,12 @@ class ProfilingBackend final : public Backend {
   void gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) override {
     timed("gather_block_tokens", [&] { inner_->gather_block_tokens(blocks, slots, ids); });
   }
-  void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) override {
-    timed("denoise_step", [&] { inner_->denoise_step(logits, rows, num_rows, st); });
+  void sample_positions(const Tensor& logits, int64_t first_row, const Tensor& rows, int num_rows,
+                        DecodeState& st) override {
+    timed("sample_positions", [&] { inner_->sample_positions(logits, first_row, rows, num_rows, st); });
+  }
+  void commit_step(const Tensor& rows, int num_rows, int64_t num_logits, DecodeState& st) override {
+    timed("commit_step", [&] { inner_->commit_step(rows, num_rows, num_logits, st); });
   }
 
  private:

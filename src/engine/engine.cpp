@@ -81,6 +81,8 @@ Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts
   JET_CHECK(options.max_num_seqs >= 1, "max_num_seqs must be >= 1, got ", options.max_num_seqs);
   JET_CHECK(options.max_model_len >= 1, "max_model_len must be >= 1, got ", options.max_model_len);
   JET_CHECK(options.kvcache_page_size >= 1, "kvcache_page_size must be >= 1, got ", options.kvcache_page_size);
+  JET_CHECK(options.max_num_batched_tokens >= 1, "max_num_batched_tokens must be >= 1, got ",
+            options.max_num_batched_tokens);
   JET_CHECK(options.gpu_memory_utilization > 0 && options.gpu_memory_utilization <= 1,
             "gpu_memory_utilization must be in (0, 1], got ", options.gpu_memory_utilization);
   JET_CHECK(options.load_format == "auto" || options.load_format == "dummy",
@@ -111,9 +113,6 @@ Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts
   }
   JET_CHECK(block_length <= options.max_model_len, "block_length ", block_length, " exceeds max_model_len ",
             options.max_model_len, ": no block would fit in a sequence");
-  JET_CHECK(block_length <= backend->max_block_length(), "block_length ", block_length, " is longer than the ",
-            backend->name(), " backend decodes (", backend->max_block_length(),
-            " at most); the CPU backend (device cpu) takes any length");
 
   build_cache();
 
@@ -154,10 +153,19 @@ void Engine::Impl::build_cache() {
   const size_t bytes_per_page = size_t{2} * c.layers * page_size * c.kv_heads * c.head_dim *
                                 dtype_size(backend->compute_dtype());
   int64_t pages = options.num_kvcache_pages;
+  // The largest forward: max_num_batched_tokens, or one sequence's prompt or block pair alone.
+  const int64_t forward_tokens = std::max<int64_t>({options.max_num_batched_tokens, options.max_model_len,
+                                                    2 * int64_t{block_length}});
+  const int64_t logits_rows = ModelRunner::logits_chunk_rows(static_cast<int>(c.vocab), options.max_num_batched_tokens);
+  const size_t activations = model->activation_bytes(forward_tokens) + size_t(logits_rows) * c.vocab * sizeof(float);
   if (pages <= 0) {
-    const size_t budget = options.kv_cache_memory_bytes > 0
-                              ? size_t(options.kv_cache_memory_bytes)
-                              : backend->default_kv_budget_bytes(options.gpu_memory_utilization);
+    size_t budget = size_t(options.kv_cache_memory_bytes);
+    if (budget == 0) {
+      budget = backend->default_kv_budget_bytes(options.gpu_memory_utilization);
+      budget = budget > activations ? budget - activations : 0;
+      log_info("activations: ", activations >> 20, " MiB set aside for forwards of up to ", forward_tokens,
+               " tokens and logits chunks of ", logits_rows, " rows");
+    }
     // Never more than every slot at full length needs.
     const int64_t useful = int64_t{options.max_num_seqs} * ((options.max_model_len + page_size - 1) / page_size);
     pages = std::min<int64_t>(static_cast<int64_t>(budget / bytes_per_page), useful);
@@ -167,6 +175,7 @@ void Engine::Impl::build_cache() {
             " bytes; raise kv_cache_memory_bytes (or gpu_memory_utilization) or lower kvcache_page_size");
   // A profile times each op by synchronising after it, which a recorded forward would hide.
   runner = std::make_unique<ModelRunner>(*model, block_length, options.max_num_seqs, static_cast<int>(pages), page_size,
+                                         options.max_num_batched_tokens,
                                          !options.enforce_eager && !options.profile_ops, device_idle_seconds);
   SchedulerLimits sl;
   sl.max_num_seqs = options.max_num_seqs;

@@ -22,13 +22,25 @@ int64_t bucketed(int64_t n) {
   return (n + step - 1) / step * step;
 }
 
+// The logits of a step's masked rows are computed and sampled a chunk of rows at a time, so that
+// a step's logits take at most this much memory however many positions are masked (batch x block
+// x vocab floats would not fit at pure diffusion: 32 blocks of 1,024 at vocabulary 126,464 are
+// 16.6 GB).
+constexpr int64_t kLogitsChunkBytes = int64_t{512} << 20;
+
 }  // namespace
 
+int64_t ModelRunner::logits_chunk_rows(int vocab, int max_batched_tokens) {
+  const int64_t fitting = kLogitsChunkBytes / (int64_t{vocab} * static_cast<int64_t>(sizeof(float)));
+  return std::max<int64_t>(1, std::min<int64_t>(fitting, max_batched_tokens));
+}
+
 ModelRunner::ModelRunner(Model& model, int block_length, int num_slots, int num_pages, int page_size,
-                         bool record_forwards, double& idle_seconds)
+                         int max_batched_tokens, bool record_forwards, double& idle_seconds)
     : model_(model),
       backend_(model.backend()),
       block_length_(block_length),
+      max_batched_tokens_(max_batched_tokens),
       record_forwards_(record_forwards),
       idle_seconds_(idle_seconds) {
   const ModelConfig& c = model.config();
@@ -87,7 +99,30 @@ BatchLayout ModelRunner::empty_layout(const Seqs& seqs) const {
   return layout;
 }
 
+template <typename Item, typename TokensOf, typename Run>
+void ModelRunner::in_token_groups(const std::vector<Item>& items, TokensOf tokens_of, Run run) const {
+  std::vector<Item> group;
+  int64_t tokens = 0;
+  for (const Item& item : items) {
+    const int64_t n = tokens_of(item);
+    if (!group.empty() && tokens + n > max_batched_tokens_) {
+      run(group);
+      group.clear();
+      tokens = 0;
+    }
+    group.push_back(item);
+    tokens += n;
+  }
+  if (!group.empty()) run(group);
+}
+
 void ModelRunner::prefill(const std::vector<Sequence*>& seqs) {
+  in_token_groups(
+      seqs, [&](const Sequence* s) { return s->num_prefill(block_length_) - s->num_cached; },
+      [&](const std::vector<Sequence*>& group) { prefill_forward(group); });
+}
+
+void ModelRunner::prefill_forward(const std::vector<Sequence*>& seqs) {
   if (seqs.empty()) return;
   ForwardBatch batch;
   BatchLayout& layout = batch.host;
@@ -105,6 +140,46 @@ void ModelRunner::prefill(const std::vector<Sequence*>& seqs) {
 
 std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoising,
                                           const std::vector<Sequence*>& saving) {
+  // Entries of the forwards: the saved blocks that ride alone, then each denoising sequence, with
+  // its saved block when the two ride in one entry (block-causal models); split into forwards of
+  // at most max_batched_tokens_ tokens. Saves go first: a next block attends its saved block's
+  // final K/V, which a forward after its own would write too late.
+  struct Entry {
+    Sequence* denoising = nullptr;
+    Sequence* saving = nullptr;
+  };
+  // By slot: the sequence's previous block is saved this step; it rides in its next block's entry.
+  std::vector<char> saves(state_.num_slots, 0), rides(state_.num_slots, 0);
+  for (const Sequence* s : saving) saves[s->slot] = 1;
+  if (model_.config().block_causal) {
+    for (const Sequence* s : denoising) rides[s->slot] = saves[s->slot];
+  }
+  std::vector<Entry> entries;
+  for (Sequence* s : saving) {
+    if (!rides[s->slot]) entries.push_back({nullptr, s});
+  }
+  for (Sequence* s : denoising) entries.push_back({s, rides[s->slot] ? s : nullptr});
+  in_token_groups(
+      entries,
+      [&](const Entry& e) { return int64_t{block_length_} * ((e.denoising != nullptr) + (e.saving != nullptr)); },
+      [&](const std::vector<Entry>& group) {
+        std::vector<Sequence*> group_denoising, group_saving;
+        for (const Entry& e : group) {
+          if (e.denoising) group_denoising.push_back(e.denoising);
+          if (e.saving) group_saving.push_back(e.saving);
+        }
+        denoise_forward(group_denoising, group_saving);
+      });
+  if (denoising.empty()) return {};
+
+  backend_.download(host_state_.data(), state_.block_region.data, state_.block_region.nbytes());
+  idle_since_ = std::chrono::steady_clock::now();
+  std::vector<int32_t> masks_left;
+  for (const Sequence* s : denoising) masks_left.push_back(host_part(state_.masks_left)[s->slot]);
+  return masks_left;
+}
+
+void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const std::vector<Sequence*>& saving) {
   const int B = block_length_;
   std::vector<const Sequence*> all(denoising.begin(), denoising.end());
   all.insert(all.end(), saving.begin(), saving.end());
@@ -177,14 +252,21 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
     host_state_newer_ = false;
   }
   Tensor ids = backend_.grow_view(ids_buffer_, DType::I32, {layout.num_tokens});
+  const int V = model_.config().vocab;
+  const int64_t chunk_rows = std::min(num_logits, logits_chunk_rows(V, max_batched_tokens_));
   Tensor logits;
-  if (num_rows > 0) {
-    logits = backend_.grow_view(logits_buffer_, DType::F32, {num_logits, model_.config().vocab});
-  }
+  if (num_rows > 0) logits = backend_.grow_view(logits_buffer_, DType::F32, {chunk_rows, V});
   auto forward_and_step = [&] {
     backend_.gather_block_tokens(state_.block_tokens, extras[0], ids);
-    model_.forward(batch, ids, kv_, num_rows > 0 ? &logits : nullptr, &extras[2]);
-    if (num_rows > 0) backend_.denoise_step(logits, extras[1], num_rows, state_);
+    const Tensor hidden = model_.forward_hidden(batch, ids, kv_, num_rows > 0 ? num_logits : 0, &extras[2]);
+    if (num_rows == 0) return;
+    for (int64_t first = 0; first < num_logits; first += chunk_rows) {
+      const int64_t end = std::min(num_logits, first + chunk_rows);
+      Tensor chunk = logits.rows(0, end - first);
+      model_.lm_head(hidden.rows(first, end), chunk);
+      backend_.sample_positions(chunk, first, extras[1], num_rows, state_);
+    }
+    backend_.commit_step(extras[1], num_rows, num_logits, state_);
   };
   end_idle_stretch();
   // Everything the work reads sits at addresses fixed by these sizes (the layout arena's
@@ -198,13 +280,6 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
   } else {
     forward_and_step();
   }
-  if (num_rows == 0) return {};
-
-  backend_.download(host_state_.data(), state_.block_region.data, state_.block_region.nbytes());
-  idle_since_ = std::chrono::steady_clock::now();
-  std::vector<int32_t> masks_left;
-  for (const Sequence* s : denoising) masks_left.push_back(host_part(state_.masks_left)[s->slot]);
-  return masks_left;
 }
 
 BlockRecord ModelRunner::read_block(int slot) const {

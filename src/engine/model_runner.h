@@ -22,8 +22,14 @@ class ModelRunner {
   // dense models; false runs every op eagerly. idle_seconds accumulates the seconds the device
   // sits idle between forwards waiting for the host (scheduling, layouts, copies): from a denoise
   // step's download to the next forward's launch.
-  ModelRunner(Model& model, int block_length, int num_slots, int num_pages, int page_size, bool record_forwards,
-              double& idle_seconds);
+  // A forward holds at most max_batched_tokens tokens (a sequence's entry alone may hold more):
+  // a step's sequences are split into as many forwards as that takes.
+  ModelRunner(Model& model, int block_length, int num_slots, int num_pages, int page_size, int max_batched_tokens,
+              bool record_forwards, double& idle_seconds);
+
+  // The logits rows a denoise step computes and samples at a time: at most 512 MiB of logits, and
+  // no more rows than a forward's tokens (max_batched_tokens).
+  static int64_t logits_chunk_rows(int vocab, int max_batched_tokens);
 
   Backend& backend() { return backend_; }
   DecodeState& state() { return state_; }
@@ -34,7 +40,7 @@ class ModelRunner {
 
   // Writes the K/V of each sequence's prompt positions [num_cached, num_prefill).
   void prefill(const std::vector<Sequence*>& seqs);
-  // One forward: `denoising` sequences' current blocks get a sampling + remasking step, and
+  // One step: `denoising` sequences' current blocks get a sampling + remasking step, and
   // `saving` sequences' previous blocks (committed, at block_start - B) write their final K/V.
   // A sequence may be in both: its finished block is saved in the same forward as its next
   // block's first denoising step, which attends it (docs/decoding.md §1; one entry of 2B tokens
@@ -47,6 +53,13 @@ class ModelRunner {
   void restart_idle_clock() { idle_since_.reset(); }
 
  private:
+  // Calls run(group) for consecutive groups of `items` of at most max_batched_tokens_ tokens
+  // (tokens_of(item) each; an item above the limit forms a group alone).
+  template <typename Item, typename TokensOf, typename Run>
+  void in_token_groups(const std::vector<Item>& items, TokensOf tokens_of, Run run) const;
+  void prefill_forward(const std::vector<Sequence*>& seqs);
+  // One forward of denoise(): launches it and its step, without waiting for them.
+  void denoise_forward(const std::vector<Sequence*>& denoising, const std::vector<Sequence*>& saving);
   // A layout with no rows yet: the attention rule and a page table wide enough for every sequence.
   template <typename Seqs>
   BatchLayout empty_layout(const Seqs& seqs) const;
@@ -61,6 +74,7 @@ class ModelRunner {
   Model& model_;
   Backend& backend_;
   int block_length_;
+  int max_batched_tokens_;
   bool record_forwards_;
   KvCache kv_;
   DecodeState state_;

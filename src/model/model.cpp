@@ -11,6 +11,20 @@ size_t Model::weight_bytes() const {
   return bytes;
 }
 
+size_t Model::activation_bytes(int64_t tokens) const {
+  const ModelConfig& c = config_;
+  const int64_t q_width = c.heads * c.head_dim;
+  const int64_t qkv_width = q_width + 2 * c.kv_heads * c.head_dim;
+  bool dense = false;
+  for (int64_t l = 0; l < c.layers; ++l) dense |= !c.is_moe_layer(l);
+  // Scratch 0-4 hold every token, 5-6 every token of a dense MLP, 7-10 the last layer's logits
+  // rows (at most every token); grow_view allocates a quarter more than asked.
+  const int64_t per_token = 3 * c.hidden + qkv_width + q_width + (dense ? 3 * c.intermediate : 0) + q_width +
+                            3 * c.hidden;
+  const size_t bytes = static_cast<size_t>(tokens * per_token) * dtype_size(backend_.compute_dtype());
+  return bytes + bytes / 4;
+}
+
 Tensor Model::scratch(int slot, DType dtype, std::initializer_list<int64_t> dims) {
   if (static_cast<int>(scratch_.size()) <= slot) scratch_.resize(slot + 1);
   return backend_.grow_view(scratch_[slot], dtype, dims);
@@ -18,6 +32,14 @@ Tensor Model::scratch(int slot, DType dtype, std::initializer_list<int64_t> dims
 
 void Model::forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, Tensor* logits,
                     const Tensor* logit_rows) {
+  const Tensor hidden = forward_hidden(batch, ids, kv, logits ? logits->dim(0) : 0, logit_rows);
+  if (logits) lm_head(hidden, *logits);
+}
+
+void Model::lm_head(const Tensor& hidden, Tensor& logits) { backend_.matmul(hidden, weights_.lm_head, logits); }
+
+Tensor Model::forward_hidden(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, int64_t num_rows,
+                             const Tensor* logit_rows) {
   JET_CHECK(has_weights(), "the model's weights were freed (offload_parameters / free_all_resources); "
             "load them again (load_weights / reload_from_path) before generating");
   const ModelConfig& c = config_;
@@ -48,9 +70,9 @@ void Model::forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, T
     // Past the last layer's K/V the cache needs nothing more, and the LM head only the rows whose
     // logits are asked for: the last layer's attention output, MLP and final norm run on those
     // rows alone, and a forward without logits (prefill, saving a block) ends here.
-    if (last && !logits) return;
+    if (last && num_rows == 0) return {};
     backend_.attention(qkv, kv.k[l], kv.v[l], kv.page_size, batch, c.heads, c.kv_heads, c.head_dim, attn);
-    const int64_t rows = last ? logits->dim(0) : T;
+    const int64_t rows = last ? num_rows : T;
     Tensor attn_rows, resid_rows, delta_rows, normed_rows;
     if (last && logit_rows) {  // the embedding op is a row gather; here its tables are activations
       attn_rows = scratch(7, act, {rows, q_width});
@@ -79,9 +101,10 @@ void Model::forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, T
     }
     if (last) {
       backend_.add_rmsnorm(resid_rows, delta_rows, weights_.final_norm, eps, normed_rows);
-      backend_.matmul(normed_rows, weights_.lm_head, *logits);
+      return normed_rows;
     }
   }
+  return {};
 }
 
 }  // namespace jet

@@ -59,11 +59,19 @@ class Model {
   // Frees the weights.
   void release();
 
-  // Runs every layer over the batch's tokens `ids` (i32 [T]), writing their K/V into `kv`.
-  // When `logits` is given (f32 [R, V]), writes the logits of rows logit_rows[0..R) (i32 [R], in
-  // [0, T)) or, without logit_rows, of rows [0, R) (R <= T). A denoise forward asks for its masked
-  // rows only, so the LM head, and the last layer past its K/V, skip the committed positions nobody
-  // samples; a forward without logits stops after the last layer's K/V.
+  // Runs every layer over the batch's tokens `ids` (i32 [T]), writing their K/V into `kv`, and
+  // returns the final-normed hidden states [R, H] of rows logit_rows[0..R) (i32 [R], in [0, T))
+  // or, without logit_rows, of rows [0, R) (R <= T): the LM head's input, a view of the model's
+  // scratch, valid until the next forward. A denoise forward asks for its masked rows only, so
+  // the last layer past its K/V skips the committed positions nobody samples; with R = 0 the
+  // forward stops after the last layer's K/V and returns an empty tensor.
+  Tensor forward_hidden(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, int64_t num_rows,
+                        const Tensor* logit_rows = nullptr);
+  // logits [R, V] (f32) = hidden [R, H] · lm_headᵀ.
+  void lm_head(const Tensor& hidden, Tensor& logits);
+  // The most backend memory forward_hidden's scratch takes for a forward of `tokens` tokens.
+  size_t activation_bytes(int64_t tokens) const;
+  // forward_hidden, then the logits of its R = logits->dim(0) rows (when logits is given).
   void forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, Tensor* logits,
                const Tensor* logit_rows = nullptr);
 

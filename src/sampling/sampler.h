@@ -8,14 +8,6 @@
 
 namespace jet {
 
-struct PositionSample {
-  int32_t token = 0;        // the candidate x̂
-  float confidence = 0.0f;  // probs[x̂] of the unfiltered distribution
-  float logprob = 0.0f;     // ln(max(confidence, 1e-12))
-  float entropy = 0.0f;     // nats
-  float margin = 0.0f;      // largest minus second largest probability
-};
-
 // `logits` is the row of V fp32 logits; it is overwritten (it ends up holding the probabilities).
 // `seen` is the repetition-penalty bitmap ((V + 31) / 32 words, bit id of word id / 32), or null.
 // position is the absolute position of the block token, global_step the sequence's denoise step;

@@ -3,6 +3,7 @@
 // logits rows of masked positions only (StepRow::logits_row0).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend_test_util.h"
@@ -195,14 +196,19 @@ TEST_F(DecodeOps, DenoiseStepRejectsBadRows) {
   // Slot 0's four masks need logits rows [row0, row0 + 4) inside the 8 given.
   EXPECT_THROW(backend->denoise_step(logits, step_rows({{0, 0, 0, 1, 0, 5}}), 1, st), Error);
   EXPECT_THROW(backend->denoise_step(logits, step_rows({{0, 0, 0, 1, 0, -1}}), 1, st), Error);
+  // Each row's logits rows must follow the previous row's: slot 1's start inside slot 0's four.
+  start(1, greedy(Strategy::Sequential), Ints(kB, kMask));
+  EXPECT_THROW(backend->denoise_step(logits, step_rows({{0, 0, 0, 1, 0, 0}, {1, 0, 0, 1, 0, 2}}), 2, st), Error);
+  EXPECT_THROW(backend->denoise_step(logits, step_rows({{0, 0, 0, 1, 0, 4}, {1, 0, 0, 1, 0, 0}}), 2, st), Error);
   EXPECT_EQ(tf.read<int32_t>(st.masks_left)[0], kB);  // nothing was committed
   backend->denoise_step(logits, step_rows({{0, 0, 0, 1, 0, 4}}), 1, st);
   EXPECT_EQ(tf.read<int32_t>(st.masks_left)[0], kB - 1);
 }
 
-// The compact layout (masked positions only, each row's from its logits_row0, in any order)
-// gives what sampling the full layout's row i * B + j of every masked position gives: the same
-// token, logprob and entropy, bit for bit. Seeded sampling at T = 1 ties each draw to its position.
+// The compact layout (masked positions only, each row's from its logits_row0, row after row),
+// sampled in one call or a chunk of logits rows at a time, gives what sampling the full layout's
+// row i * B + j of every masked position gives: the same token, logprob and entropy, bit for bit.
+// Seeded sampling at T = 1 ties each draw to its position.
 TEST_F(DecodeOps, DenoiseStepCompactLogitsMatchTheFullLayout) {
   const SlotParams p = seeded(Strategy::LowConfidenceStatic, 77);
   const Ints block2 = {kMask, 3, kMask, kMask}, block0 = {kMask, kMask, 5, kMask};
@@ -222,25 +228,25 @@ TEST_F(DecodeOps, DenoiseStepCompactLogitsMatchTheFullLayout) {
     if (most_confident < 0 || expected(0, j).confidence > expected(0, most_confident).confidence) most_confident = j;
   }
 
-  // Compact: row 0's three masked positions, row 1's three, stored in either order.
-  auto compact = [&](bool row1_first) {
-    std::vector<float> logits;
-    std::vector<std::pair<int, Ints>> order = {{0, {0, 2, 3}}, {1, {0, 1, 3}}};
-    if (row1_first) std::swap(order[0], order[1]);
-    for (auto& [i, positions] : order) {
-      rows[i].logits_row0 = static_cast<int32_t>(logits.size() / kV);
-      for (int j : positions) {
-        logits.insert(logits.end(), full.begin() + (i * kB + j) * kV, full.begin() + (i * kB + j + 1) * kV);
-      }
+  // Compact: row 0's three masked positions, then row 1's three.
+  std::vector<float> logits;
+  for (int i : {0, 1}) {
+    rows[i].logits_row0 = static_cast<int32_t>(logits.size() / kV);
+    for (int j : i == 0 ? Ints{0, 2, 3} : Ints{0, 1, 3}) {
+      logits.insert(logits.end(), full.begin() + (i * kB + j) * kV, full.begin() + (i * kB + j + 1) * kV);
     }
-    return logits;
-  };
-  for (bool row1_first : {false, true}) {
-    SCOPED_TRACE(row1_first ? "row 1's logits first" : "row 0's logits first");
+  }
+  for (int chunk : {6, 4, 1}) {
+    SCOPED_TRACE(str("logits sampled ", chunk, " rows at a time"));
     start(2, p, block2);
     start(0, p, block0);
-    const std::vector<float> logits = compact(row1_first);
-    backend->denoise_step(tf.f32({6, kV}, logits), step_rows(rows), 2, st);
+    const Tensor rows_t = step_rows(rows);
+    for (int first = 0; first < 6; first += chunk) {
+      const int n = std::min(chunk, 6 - first);
+      const std::vector<float> part(logits.begin() + first * kV, logits.begin() + (first + n) * kV);
+      backend->sample_positions(tf.f32({n, kV}, part), first, rows_t, 2, st);
+    }
+    backend->commit_step(rows_t, 2, 6, st);
 
     const Ints tokens2 = slot_values<int32_t>(st.tokens, 2), tokens0 = slot_values<int32_t>(st.tokens, 0);
     const std::vector<float> logprobs2 = slot_values<float>(st.logprobs, 2);

@@ -133,6 +133,19 @@ def test_long_blocks_match_reference(model, B, page, lengths, steps, max_tokens,
     compare(model, prompts_of(lengths, ref.vocab_rows), params, engine_args=["--kv-page-size", str(page)])
 
 
+# A step's sequences split into forwards of at most max_num_batched_tokens tokens, and a step's
+# logits computed and sampled that many rows at a time: 1 gives every entry (a block, with its
+# saved block for SDAR) and every logits row its own; 9 two blocks of 4 a forward; 20 blocks of
+# 64 alone, their logits in chunks of 20 rows. Prompts longer than the limit are prefilled alone.
+@pytest.mark.parametrize("B, max_batched", [(4, 1), (4, 9), (64, 20)])
+def test_forwards_split_by_max_num_batched_tokens_match_reference(model, B, max_batched):
+    _, ref = model
+    params = dict(temperature=1.0, seed=3, max_tokens=3 * B // 2, ignore_eos=True, block_length=B,
+                  denoising_steps=4)
+    compare(model, prompts_of([3, 6, 9, 12, 5, 70], ref.vocab_rows, seed=8), params,
+            engine_args=["--max-num-batched-tokens", str(max_batched)])
+
+
 @pytest.mark.parametrize("steps", [1, 2, 4])
 def test_step_counts_match_reference(model, steps):
     _, ref = model

@@ -33,7 +33,8 @@ def test_the_originals_defaults():
                             remasking_strategy="low_confidence_static", stop_words=None, dynamic_factor=1.0,
                             seed=None, stop_token_ids=None, stop=None)
     config = {f.name: f.default for f in dataclasses.fields(Config) if f.name != "model"}
-    assert config == dict(max_num_batched_tokens=131072, max_num_seqs=512, max_model_len=4096,
+    # max_num_batched_tokens now bounds each forward (the original's 131072 only sized a warm-up).
+    assert config == dict(max_num_batched_tokens=16384, max_num_seqs=512, max_model_len=4096,
                           gpu_memory_utilization=0.8, tensor_parallel_size=1, enforce_eager=False,
                           diversity_enforce=False, diversity_enforce_barrier=100, epsilon_greedy=False, epsilon=0.1,
                           kvcache_block_size=256, num_kvcache_blocks=-1, mask_token_id=-1, block_length=None,
@@ -57,6 +58,7 @@ def test_cuda_options_reach_the_engine_options(model):
     assert (options.enforce_eager, options.gpu_memory_utilization) == (True, 0.5)
     options = Config(model).engine_options()
     assert (options.enforce_eager, options.gpu_memory_utilization) == (False, pytest.approx(0.8))
+    assert Config(model, max_num_batched_tokens=4096).engine_options().max_num_batched_tokens == 4096
 
 
 def test_dummy_load_format_needs_no_checkpoint(tmp_path):

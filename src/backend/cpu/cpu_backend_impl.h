@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <initializer_list>
-#include <limits>
 
 #include "backend/backend.h"
 #include "backend/tensor_checks.h"
@@ -24,7 +23,6 @@ class CpuBackend final : public Backend {
   void download(void* dst, const void* src, size_t bytes) override;
   void synchronize() override {}
   size_t default_kv_budget_bytes(double memory_utilization) const override;
-  int max_block_length() const override { return std::numeric_limits<int>::max(); }
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;
@@ -39,7 +37,9 @@ class CpuBackend final : public Backend {
   void moe(const Tensor& x, const MoeWeights& w, Tensor& out) override;
 
   void gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) override;
-  void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) override;
+  void sample_positions(const Tensor& logits, int64_t first_row, const Tensor& rows, int num_rows,
+                        DecodeState& st) override;
+  void commit_step(const Tensor& rows, int num_rows, int64_t num_logits, DecodeState& st) override;
 };
 
 // Threads of every parallel loop of the CPU ops (set by the backend's constructor). Passed to each

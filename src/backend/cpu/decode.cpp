@@ -1,5 +1,6 @@
 // The decode ops: gather_block_tokens (the block tokens of a step's slots, as forward input)
-// and denoise_step (sample every masked position, apply the step's strategy, commit).
+// and a denoise step: sample_positions (sample the masked positions of a chunk of logits rows)
+// and commit_step (apply each row's strategy to its samples, commit).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -28,74 +29,96 @@ void CpuBackend::gather_block_tokens(const Tensor& blocks, const Tensor& slots, 
 
 namespace {
 
-// Rejects rows that would make the parallel loops below read or write out of bounds.
-void validate_rows(const std::vector<StepRow>& rows, const DecodeState& st, int V, int64_t logits_rows) {
-  const int B = st.block_length;
+// Rejects rows that would make the loops below read or write out of bounds, or that break
+// StepRow's contract (each row's logits rows follow the previous row's). With num_logits >= 0,
+// every masked position must also have one of the step's logits rows.
+void validate_rows(const char* op, const std::vector<StepRow>& rows, const DecodeState& st, int64_t num_logits) {
+  const int B = st.block_length, V = st.vocab;
   std::vector<bool> used(st.num_slots, false);
+  int64_t next_free = 0;  // the first logits row the previous rows leave
   for (size_t i = 0; i < rows.size(); ++i) {
     const int32_t slot = rows[i].slot;
-    JET_CHECK(slot >= 0 && slot < st.num_slots, "denoise_step: row ", i, " has slot ", slot, " outside [0, ",
-              st.num_slots, ")");
-    JET_CHECK(!used[slot], "denoise_step: slot ", slot, " appears in two rows");
+    JET_CHECK(slot >= 0 && slot < st.num_slots, op, ": row ", i, " has slot ", slot, " outside [0, ", st.num_slots,
+              ")");
+    JET_CHECK(!used[slot], op, ": slot ", slot, " appears in two rows");
     used[slot] = true;
     const SlotParams& p = st.params.ptr<SlotParams>()[slot];
-    JET_CHECK(p.mask_id >= 0 && p.mask_id < V, "denoise_step: slot ", slot, " has mask id ", p.mask_id,
+    JET_CHECK(p.mask_id >= 0 && p.mask_id < V, op, ": slot ", slot, " has mask id ", p.mask_id,
               " outside the vocabulary of ", V);
     const int strategy = static_cast<int>(p.strategy);
-    JET_CHECK(strategy >= 0 && strategy <= static_cast<int>(Strategy::EntropyBounded), "denoise_step: slot ", slot,
+    JET_CHECK(strategy >= 0 && strategy <= static_cast<int>(Strategy::EntropyBounded), op, ": slot ", slot,
               " has an invalid strategy value ", strategy);
     const int32_t* block = st.tokens.ptr<int32_t>() + int64_t{slot} * B;
     const int64_t masked = std::count(block, block + B, p.mask_id);
-    JET_CHECK(rows[i].logits_row0 >= 0 && rows[i].logits_row0 + masked <= logits_rows, "denoise_step: row ", i,
-              " needs logits rows [", rows[i].logits_row0, ", ", rows[i].logits_row0 + masked,
-              ") for its masked positions, got ", logits_rows, " rows");
+    JET_CHECK(rows[i].logits_row0 >= next_free, op, ": row ", i, " starts at logits row ", rows[i].logits_row0,
+              ", before row ", next_free, " where the previous rows' masked positions end");
+    next_free = rows[i].logits_row0 + masked;
+    JET_CHECK(num_logits < 0 || next_free <= num_logits, op, ": row ", i, " needs logits rows [",
+              rows[i].logits_row0, ", ", next_free, ") for its masked positions, got ", num_logits, " rows");
   }
+}
+
+std::vector<StepRow> step_rows(const char* op, const Tensor& rows_bytes, int num_rows) {
+  JET_CHECK(num_rows >= 0, op, ": negative row count ", num_rows);
+  JET_CHECK(rows_bytes.nbytes() >= num_rows * sizeof(StepRow), op, ": the rows tensor holds ", rows_bytes.nbytes(),
+            " bytes, fewer than ", num_rows, " StepRows");
+  return {rows_bytes.ptr<StepRow>(), rows_bytes.ptr<StepRow>() + num_rows};
 }
 
 }  // namespace
 
-void CpuBackend::denoise_step(const Tensor& logits, const Tensor& rows_bytes, int num_rows, DecodeState& st) {
+void CpuBackend::sample_positions(const Tensor& logits, int64_t first_row, const Tensor& rows_bytes, int num_rows,
+                                  DecodeState& st) {
   const int B = st.block_length, V = st.vocab;
-  check_tensor(logits, "denoise_step", "logits", DType::F32, {-1, V});
-  JET_CHECK(num_rows >= 0, "denoise_step: negative row count ", num_rows);
-  JET_CHECK(rows_bytes.nbytes() >= num_rows * sizeof(StepRow), "denoise_step: the rows tensor holds ",
-            rows_bytes.nbytes(), " bytes, fewer than ", num_rows, " StepRows");
-  const std::vector<StepRow> rows(rows_bytes.ptr<StepRow>(), rows_bytes.ptr<StepRow>() + num_rows);
-  validate_rows(rows, st, V, logits.dim(0));
-
+  check_tensor(logits, "sample_positions", "logits", DType::F32, {-1, V});
+  JET_CHECK(first_row >= 0, "sample_positions: negative first logits row ", first_row);
+  const std::vector<StepRow> rows = step_rows("sample_positions", rows_bytes, num_rows);
+  validate_rows("sample_positions", rows, st, -1);
   const SlotParams* params = st.params.ptr<SlotParams>();
-  int32_t* tokens = st.tokens.ptr<int32_t>();
+  const int32_t* tokens = st.tokens.ptr<int32_t>();
+  auto* samples = reinterpret_cast<PositionSample*>(st.samples.data);
 
-  // 1. Sample every masked position (independent of each other) from a copy of its logits row:
-  // the k-th masked position of row i has logits row rows[i].logits_row0 + k.
+  // The k-th masked position of row i has logits row rows[i].logits_row0 + k; this call holds
+  // rows [first_row, end).
   struct Masked {
     int i, j;
     int64_t logits_row;
   };
+  const int64_t end = first_row + logits.dim(0);
   std::vector<Masked> masked;
   for (int i = 0; i < num_rows; ++i) {
     const SlotParams& p = params[rows[i].slot];
     int64_t logits_row = rows[i].logits_row0;
-    for (int j = 0; j < B; ++j) {
-      if (tokens[int64_t{rows[i].slot} * B + j] == p.mask_id) masked.push_back({i, j, logits_row++});
+    for (int j = 0; j < B && logits_row < end; ++j) {
+      if (tokens[int64_t{rows[i].slot} * B + j] != p.mask_id) continue;
+      if (logits_row >= first_row) masked.push_back({i, j, logits_row});
+      ++logits_row;
     }
   }
-  std::vector<PositionSample> samples(int64_t{num_rows} * B);
 #pragma omp parallel num_threads(thread_count())
   {
     std::vector<float> row_copy(V);
 #pragma omp for schedule(dynamic, 1)
     for (size_t m = 0; m < masked.size(); ++m) {
-      const int i = masked[m].i, j = masked[m].j;
-      const StepRow& r = rows[i];
-      std::copy_n(logits.ptr<float>() + masked[m].logits_row * V, V, row_copy.data());
+      const StepRow& r = rows[masked[m].i];
+      const int j = masked[m].j;
+      std::copy_n(logits.ptr<float>() + (masked[m].logits_row - first_row) * V, V, row_copy.data());
       const uint32_t* seen = st.seen.ptr<uint32_t>() + int64_t{r.slot} * st.seen_words;
-      samples[int64_t{i} * B + j] =
+      samples[int64_t{r.slot} * B + j] =
           sample_position(row_copy.data(), V, params[r.slot], seen, r.position0 + j, r.global_step);
     }
   }
+}
 
-  // 2. Per row: the strategy picks among the masked positions, the picked ones are committed.
+void CpuBackend::commit_step(const Tensor& rows_bytes, int num_rows, int64_t num_logits, DecodeState& st) {
+  const int B = st.block_length;
+  const std::vector<StepRow> rows = step_rows("commit_step", rows_bytes, num_rows);
+  validate_rows("commit_step", rows, st, num_logits);
+  const SlotParams* params = st.params.ptr<SlotParams>();
+  int32_t* tokens = st.tokens.ptr<int32_t>();
+  const auto* samples = reinterpret_cast<const PositionSample*>(st.samples.data);
+
+  // Per row: the strategy picks among the masked positions, the picked ones are committed.
 #pragma omp parallel for num_threads(thread_count())
   for (int i = 0; i < num_rows; ++i) {
     const StepRow& r = rows[i];
@@ -105,7 +128,7 @@ void CpuBackend::denoise_step(const Tensor& logits, const Tensor& rows_bytes, in
     std::vector<PositionScore> scores;
     for (int j = 0; j < B; ++j) {
       if (tokens[base + j] != p.mask_id) continue;
-      const PositionSample& s = samples[int64_t{i} * B + j];
+      const PositionSample& s = samples[base + j];
       const double random = strategy == Strategy::Random
                                 ? uniform(p.seed, static_cast<uint64_t>(r.position0 + j),
                                           static_cast<uint64_t>(r.global_step), kRandomStrategyLane)
@@ -114,7 +137,7 @@ void CpuBackend::denoise_step(const Tensor& logits, const Tensor& rows_bytes, in
     }
     const std::vector<int> chosen = select_positions(strategy, scores, r.n_sched, r.is_last != 0, p, B);
     for (int j : chosen) {
-      const PositionSample& s = samples[int64_t{i} * B + j];
+      const PositionSample& s = samples[base + j];
       tokens[base + j] = s.token;
       st.trajectory.ptr<int32_t>()[base + j] = r.global_step + 1;
       st.logprobs.ptr<float>()[base + j] = s.logprob;

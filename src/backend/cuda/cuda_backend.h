@@ -35,7 +35,6 @@ class CudaBackend final : public Backend {
   void download(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
   size_t default_kv_budget_bytes(double memory_utilization) const override;
-  int max_block_length() const override;  // decode.cu
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;            // elementwise.cu
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;                     // gemm.cu
@@ -49,7 +48,9 @@ class CudaBackend final : public Backend {
   void swiglu(const Tensor& gate_up, Tensor& out) override;                                // elementwise.cu
   void moe(const Tensor& x, const MoeWeights& w, Tensor& out) override;                    // moe.cu
   void gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) override;  // elementwise.cu
-  void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) override;  // decode.cu
+  void sample_positions(const Tensor& logits, int64_t first_row, const Tensor& rows, int num_rows,
+                        DecodeState& st) override;                                                  // decode.cu
+  void commit_step(const Tensor& rows, int num_rows, int64_t num_logits, DecodeState& st) override;  // decode.cu
   void run_recorded(const std::string& key, const std::function<void()>& work) override;           // graphs.cu
 
   cudaStream_t stream() const { return stream_; }

@@ -1,10 +1,13 @@
-// CudaBackend::denoise_step (docs/decoding.md §3-4) in two kernels: one thread block samples each
-// masked (row, position) from its logits row (StepRow::logits_row0 + the masked positions before
-// it) into a small candidate array (decode_sampler.cuh), then one warp per row ranks its block's
-// candidates with the step's strategy (sampling/remasking_rules.h, the rules the CPU backend uses
-// too) and commits the chosen ones. Nothing waits for the device: rows are validated there, and a
-// bad row is skipped and reported by the next denoise_step call (see RowFault).
+// CudaBackend's denoise step (docs/decoding.md §3-4) in two ops. sample_positions: one thread
+// block per logits row finds the masked (row, position) it belongs to (StepRow::logits_row0 + the
+// masked positions before it) and samples it (decode_sampler.cuh) into the decode state's samples.
+// commit_step: one thread block per row gathers its block's masked positions in position order
+// with their ranking keys, ranks them with the step's strategy (sampling/remasking_rules.h, the
+// rules the CPU backend uses too) and commits the chosen ones; any block length, its working
+// space the decode state's ranking tensor. Nothing waits for the device: rows are validated
+// there, and a bad row is skipped and reported by the next denoise-step call (see RowFault).
 #include <cstdint>
+#include <cub/block/block_scan.cuh>
 #include <string>
 
 #include "backend/cuda/cuda_backend.h"
@@ -17,10 +20,7 @@ namespace jet::cuda {
 
 namespace {
 
-constexpr unsigned kFullWarp = 0xFFFFFFFFu;
-constexpr int kMaxBlockLength = 64;  // the commit kernel's warp holds a row's block, two positions per lane
-constexpr int kPositionsPerLane = kMaxBlockLength / 32;
-constexpr int kCommitWarps = 4;  // rows per thread block of the commit kernel
+constexpr int kCommitThreads = 256;  // one thread block per row
 
 // Why the commit kernel skipped a row; the host names it in the error.
 enum class RowFault : uint64_t { None, SlotOutOfRange, RepeatedSlot, MaskIdOutOfRange, BadStrategy, LogitsOutOfRange };
@@ -52,8 +52,10 @@ const FaultWord& fault_word() {
 }
 
 struct StepArgs {
-  const float* logits;  // [logits_rows, V]: masked positions only (StepRow::logits_row0)
+  const float* logits;  // [logits_rows, V]: the step's logits rows first_row, first_row + 1, ...
+  int64_t first_row;
   int64_t logits_rows;
+  int64_t num_logits;  // the step's logits rows, all chunks together (commit)
   const StepRow* rows;
   int num_rows;
   int num_slots;
@@ -67,144 +69,221 @@ struct StepArgs {
   float* logprobs;
   float* entropies;
   int32_t* masks_left;
-  Candidate* candidates;  // [num_rows * B], written for masked positions only
+  PositionSample* samples;  // [slots, B]
+  int32_t* ranking;         // [slots, 6 B]
   uint64_t* fault;
 };
 
-// The logits row of masked position j of a row: logits_row0 + the masked positions before j.
-__device__ int64_t logits_row(const StepArgs& a, const StepRow& r, const SlotParams& p, int j) {
-  const int32_t* block = a.tokens + int64_t{r.slot} * a.block_length;
-  int before = 0;
-  for (int k = 0; k < j; ++k) before += block[k] == p.mask_id;
-  return int64_t{r.logits_row0} + before;
+struct SampleShared {
+  union {
+    SamplerShared sampler;
+    cub::BlockScan<int, kSampleThreads>::TempStorage scan;
+  };
+  int position;
+};
+
+// The block position of the n-th masked token of `block` (n from 0), or -1; every thread gets it.
+template <int kThreads, typename Scan>
+__device__ int nth_masked_position(const int32_t* block, int B, int32_t mask_id, int64_t n, Scan& scan_storage,
+                                   int& found) {
+  if (threadIdx.x == 0) found = -1;
+  int64_t before = 0;  // masked positions in the chunks already scanned
+  for (int chunk = 0; chunk < B; chunk += kThreads) {
+    const int j = chunk + threadIdx.x;
+    const int masked = j < B && block[j] == mask_id;
+    int prefix = 0, total = 0;
+    cub::BlockScan<int, kThreads>(scan_storage).ExclusiveSum(masked, prefix, total);
+    if (masked && before + prefix == n) found = j;
+    before += total;
+    __syncthreads();  // `found` is set, and the scan storage free again
+    if (before > n) break;
+  }
+  return found;
 }
 
-// Block (i, j) = blockIdx.x = i * B + j samples position j of row i when it is masked.
+// Thread block b samples the masked position of logits row first_row + b, if it has one.
 __global__ void __launch_bounds__(kSampleThreads, 2) sample_masked_positions(const StepArgs a) {
   await_previous_kernel();
-  __shared__ SamplerShared sm;
-  const int B = a.block_length;
-  const int i = blockIdx.x / B, j = blockIdx.x % B;
+  __shared__ SampleShared sm;
+  const int64_t k = a.first_row + blockIdx.x;
+  // Its row is the last one starting at or before it (rows list their logits rows in order).
+  int i = -1;
+  for (int lo = 0, hi = a.num_rows - 1; lo <= hi;) {
+    const int mid = (lo + hi) / 2;
+    if (a.rows[mid].logits_row0 <= k) {
+      i = mid;
+      lo = mid + 1;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  if (i < 0) return;
   const StepRow r = a.rows[i];
   if (r.slot < 0 || r.slot >= a.num_slots) return;  // the commit kernel reports it
   const SlotParams& p = a.params[r.slot];
-  if (a.tokens[int64_t{r.slot} * B + j] != p.mask_id) return;
-  const int64_t row = logits_row(a, r, p, j);
-  if (r.logits_row0 < 0 || row >= a.logits_rows) return;  // the commit kernel reports it
+  const int B = a.block_length;
+  const int j = nth_masked_position<kSampleThreads>(a.tokens + int64_t{r.slot} * B, B, p.mask_id, k - r.logits_row0,
+                                                    sm.scan, sm.position);
+  if (j < 0) return;  // padding, or a row whose logits rows overlap the next (reported there)
   const uint32_t* seen = p.repetition_penalty != 1.0f ? a.seen + int64_t{r.slot} * a.seen_words : nullptr;
-  const float* logits = a.logits + row * a.vocab;
-  const Candidate c = sample_position(logits, a.vocab, p, seen, r.position0 + j, r.global_step, sm);
-  if (threadIdx.x == 0) a.candidates[blockIdx.x] = c;
+  const float* logits = a.logits + int64_t{blockIdx.x} * a.vocab;
+  const PositionSample c = sample_position(logits, a.vocab, p, seen, r.position0 + j, r.global_step, sm.sampler);
+  if (threadIdx.x == 0) a.samples[int64_t{r.slot} * B + j] = c;
 }
 
-// What the CPU backend rejects up front; here the row's warp finds it (all lanes call this).
-__device__ RowFault find_row_fault(const StepArgs& a, int i, const StepRow& r, int lane) {
+__device__ int count_masked(const int32_t* block, int B, int32_t mask_id) {
+  int count = 0;
+  for (int chunk = 0; chunk < B; chunk += kCommitThreads) {
+    const int j = chunk + threadIdx.x;
+    count += __syncthreads_count(j < B && block[j] == mask_id);
+  }
+  return count;
+}
+
+// What the CPU backend rejects up front; here the row's thread block finds it (all threads call
+// this). num_masked: the row's masked positions, when there is no fault.
+__device__ RowFault find_row_fault(const StepArgs& a, int i, const StepRow& r, int& num_masked) {
   if (r.slot < 0 || r.slot >= a.num_slots) return RowFault::SlotOutOfRange;
   bool repeated = false;
-  for (int k = lane; k < i; k += 32) repeated |= a.rows[k].slot == r.slot;
-  if (__any_sync(kFullWarp, repeated)) return RowFault::RepeatedSlot;
+  for (int k = threadIdx.x; k < i; k += kCommitThreads) repeated |= a.rows[k].slot == r.slot;
+  if (__syncthreads_or(repeated)) return RowFault::RepeatedSlot;
   const SlotParams& p = a.params[r.slot];
   if (p.mask_id < 0 || p.mask_id >= a.vocab) return RowFault::MaskIdOutOfRange;
   const int strategy = static_cast<int>(p.strategy);
   if (strategy < 0 || strategy > static_cast<int>(Strategy::EntropyBounded)) return RowFault::BadStrategy;
-  int num_masked = 0;
-  for (int h = 0; h < kPositionsPerLane; ++h) {
-    const int j = lane + 32 * h;
-    num_masked += __popc(__ballot_sync(kFullWarp, j < a.block_length &&
-                                                      a.tokens[int64_t{r.slot} * a.block_length + j] == p.mask_id));
+  const int B = a.block_length;
+  num_masked = count_masked(a.tokens + int64_t{r.slot} * B, B, p.mask_id);
+  if (r.logits_row0 < 0 || int64_t{r.logits_row0} + num_masked > a.num_logits) return RowFault::LogitsOutOfRange;
+  if (i > 0) {  // its logits rows must follow the previous row's
+    const StepRow& prev = a.rows[i - 1];
+    if (prev.slot >= 0 && prev.slot < a.num_slots) {
+      const int32_t prev_mask = a.params[prev.slot].mask_id;
+      const int prev_masked = count_masked(a.tokens + int64_t{prev.slot} * B, B, prev_mask);
+      if (r.logits_row0 < int64_t{prev.logits_row0} + prev_masked) return RowFault::LogitsOutOfRange;
+    }
   }
-  if (r.logits_row0 < 0 || int64_t{r.logits_row0} + num_masked > a.logits_rows) return RowFault::LogitsOutOfRange;
   return RowFault::None;
 }
 
-// The confidences and entropies of one row's masked positions, by rank.
-struct RankedScores {
-  float confidence[kMaxBlockLength];
-  float entropy[kMaxBlockLength];
+struct CommitShared {
+  cub::BlockScan<int, kCommitThreads>::TempStorage scan;
+  int take;
 };
 
-// Warp w of block b handles row b * kCommitWarps + w; lane l holds block positions l and l + 32.
-__global__ void __launch_bounds__(kCommitWarps * 32) commit_selected_positions(const StepArgs a) {
+// Thread block i ranks and commits row i. Its slot's ranking space holds, for the m-th masked
+// position in position order: keys[m], where[m] (its block position) and rank[m]; and by rank r,
+// the confidence and entropy of the position ranked r (what the dynamic rules read).
+__global__ void __launch_bounds__(kCommitThreads) commit_selected_positions(const StepArgs a) {
   await_previous_kernel();
-  __shared__ RankedScores ranked_scores[kCommitWarps];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int i = blockIdx.x * kCommitWarps + warp;
-  if (i >= a.num_rows) return;
+  __shared__ CommitShared sm;
+  const int i = blockIdx.x;
   const StepRow r = a.rows[i];
-  const RowFault fault = find_row_fault(a, i, r, lane);
+  int num_masked = 0;
+  const RowFault fault = find_row_fault(a, i, r, num_masked);
   if (fault != RowFault::None) {
-    if (lane == 0) *static_cast<volatile uint64_t*>(a.fault) = encode_fault(fault, i, r.slot);
+    if (threadIdx.x == 0) *static_cast<volatile uint64_t*>(a.fault) = encode_fault(fault, i, r.slot);
     return;
   }
   const SlotParams& p = a.params[r.slot];
   const Strategy strategy = step_strategy(p, r);
   const int B = a.block_length;
   const int64_t base = int64_t{r.slot} * B;
+  int32_t* space = a.ranking + 6 * base;
+  auto* keys = reinterpret_cast<double*>(space);
+  int32_t* where = space + 2 * B;
+  int32_t* rank = space + 3 * B;
+  auto* ranked_confidence = reinterpret_cast<float*>(space + 4 * B);
+  auto* ranked_entropy = reinterpret_cast<float*>(space + 5 * B);
 
-  bool masked[kPositionsPerLane];
-  Candidate candidate[kPositionsPerLane];
-  double key[kPositionsPerLane];
-  uint64_t masked_bits = 0;
-#pragma unroll
-  for (int h = 0; h < kPositionsPerLane; ++h) {
-    const int j = lane + 32 * h;
-    masked[h] = j < B && a.tokens[base + j] == p.mask_id;
-    candidate[h] = masked[h] ? a.candidates[int64_t{i} * B + j] : Candidate{};
-    const double random = masked[h] && strategy == Strategy::Random
-                              ? uniform(p.seed, static_cast<uint64_t>(r.position0 + j),
-                                        static_cast<uint64_t>(r.global_step), kRandomStrategyLane)
-                              : 0.0;
-    key[h] = ranking_key(strategy, j, candidate[h].confidence, candidate[h].entropy, candidate[h].margin, random, B);
-    masked_bits |= static_cast<uint64_t>(__ballot_sync(kFullWarp, masked[h])) << (32 * h);
+  // The masked positions in position order, with their keys.
+  int gathered = 0;
+  for (int chunk = 0; chunk < B; chunk += kCommitThreads) {
+    const int j = chunk + threadIdx.x;
+    const int masked = j < B && a.tokens[base + j] == p.mask_id;
+    int prefix = 0, total = 0;
+    cub::BlockScan<int, kCommitThreads>(sm.scan).ExclusiveSum(masked, prefix, total);
+    if (masked) {
+      const PositionSample& c = a.samples[base + j];
+      const double random = strategy == Strategy::Random
+                                ? uniform(p.seed, static_cast<uint64_t>(r.position0 + j),
+                                          static_cast<uint64_t>(r.global_step), kRandomStrategyLane)
+                                : 0.0;
+      keys[gathered + prefix] = ranking_key(strategy, j, c.confidence, c.entropy, c.margin, random, B);
+      where[gathered + prefix] = j;
+    }
+    gathered += total;
+    __syncthreads();  // the scan storage is free again; the keys are visible to the block
   }
-  const int num_masked = __popcll(masked_bits);
 
-  // rank = how many masked positions order before this one; the last step takes them all.
-  int rank[kPositionsPerLane] = {};
+  // rank = how many masked positions order before this one (ties: the lower position); the last
+  // step takes them all.
   int take = num_masked;
   if (!r.is_last && num_masked > 0) {
-    for (int k = 0; k < B; ++k) {
-      const double other = __shfl_sync(kFullWarp, k < 32 ? key[0] : key[kPositionsPerLane - 1], k % 32);
-      if (((masked_bits >> k) & 1) == 0) continue;
-#pragma unroll
-      for (int h = 0; h < kPositionsPerLane; ++h) {
-        const int j = lane + 32 * h;
-        rank[h] += other < key[h] || (other == key[h] && k < j);
+    for (int m = threadIdx.x; m < num_masked; m += kCommitThreads) {
+      const double key = keys[m];
+      int before = 0;
+      for (int k = 0; k < num_masked; ++k) {
+        const double other = keys[k];
+        before += other < key || (other == key && k < m);
       }
+      rank[m] = before;
+      const PositionSample& c = a.samples[base + where[m]];
+      ranked_confidence[before] = c.confidence;
+      ranked_entropy[before] = c.entropy;
     }
-    RankedScores& ranked = ranked_scores[warp];
-#pragma unroll
-    for (int h = 0; h < kPositionsPerLane; ++h) {
-      if (!masked[h]) continue;
-      ranked.confidence[rank[h]] = candidate[h].confidence;
-      ranked.entropy[rank[h]] = candidate[h].entropy;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const int count = min(max(r.n_sched, 0), num_masked);
+      sm.take = prefix_length(strategy, ranked_confidence, ranked_entropy, num_masked, count, p);
     }
-    __syncwarp();
-    const int count = min(max(r.n_sched, 0), num_masked);
-    if (lane == 0) take = prefix_length(strategy, ranked.confidence, ranked.entropy, num_masked, count, p);
-    take = __shfl_sync(kFullWarp, take, 0);
+    __syncthreads();
+    take = min(sm.take, num_masked);
   }
 
-  int committed = 0;
-#pragma unroll
-  for (int h = 0; h < kPositionsPerLane; ++h) {
-    const bool chosen = masked[h] && rank[h] < take;
-    if (chosen) {
-      const int64_t at = base + lane + 32 * h;
-      a.tokens[at] = candidate[h].token;
-      a.trajectory[at] = r.global_step + 1;
-      a.logprobs[at] = candidate[h].logprob;
-      a.entropies[at] = candidate[h].entropy;
-    }
-    committed += __popc(__ballot_sync(kFullWarp, chosen));
+  for (int m = threadIdx.x; m < num_masked; m += kCommitThreads) {
+    if (!r.is_last && rank[m] >= take) continue;
+    const int64_t at = base + where[m];
+    const PositionSample& c = a.samples[at];
+    a.tokens[at] = c.token;
+    a.trajectory[at] = r.global_step + 1;
+    a.logprobs[at] = c.logprob;
+    a.entropies[at] = c.entropy;
   }
-  if (lane == 0) a.masks_left[r.slot] -= committed;
+  if (threadIdx.x == 0) a.masks_left[r.slot] -= take;
 }
 
 std::string shape_string(const Tensor& t) {
   std::string s = "[";
   for (int d = 0; d < t.ndim; ++d) s += str(d ? ", " : "", t.shape[d]);
   return s + "]";
+}
+
+void check_rows(const char* op, const Tensor& rows, int num_rows) {
+  JET_CHECK(num_rows >= 0, op, ": negative row count ", num_rows);
+  JET_CHECK(rows.nbytes() >= num_rows * sizeof(StepRow), op, ": the rows tensor holds ", rows.nbytes(),
+            " bytes, fewer than ", num_rows, " StepRows");
+  JET_CHECK(num_rows == 0 || rows.data != nullptr, op, ": tensor rows has no data");
+}
+
+StepArgs step_args(const Tensor& rows, int num_rows, DecodeState& st) {
+  StepArgs a{};
+  a.rows = rows.ptr<StepRow>();
+  a.num_rows = num_rows;
+  a.num_slots = st.num_slots;
+  a.block_length = st.block_length;
+  a.vocab = st.vocab;
+  a.seen_words = st.seen_words;
+  a.params = st.params.ptr<SlotParams>();
+  a.seen = st.seen.ptr<uint32_t>();
+  a.tokens = st.tokens.ptr<int32_t>();
+  a.trajectory = st.trajectory.ptr<int32_t>();
+  a.logprobs = st.logprobs.ptr<float>();
+  a.entropies = st.entropies.ptr<float>();
+  a.masks_left = st.masks_left.ptr<int32_t>();
+  a.samples = reinterpret_cast<PositionSample*>(st.samples.data);
+  a.ranking = st.ranking.ptr<int32_t>();
+  a.fault = fault_word().device;
+  return a;
 }
 
 }  // namespace
@@ -225,46 +304,37 @@ void throw_decode_fault() {
     case RowFault::LogitsOutOfRange: problem = str("has slot ", slot, " and logits rows outside the logits"); break;
     default: problem = str("has slot ", slot, ", whose strategy value is invalid"); break;
   }
-  throw Error(str("denoise_step: row ", row, " of an earlier step ", problem, "; that row was skipped"));
+  throw Error(str("commit_step: row ", row, " of an earlier step ", problem, "; that row was skipped"));
 }
 
-int CudaBackend::max_block_length() const { return kMaxBlockLength; }
-
-void CudaBackend::denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) {
+void CudaBackend::sample_positions(const Tensor& logits, int64_t first_row, const Tensor& rows, int num_rows,
+                                   DecodeState& st) {
   throw_decode_fault();
-  const int B = st.block_length, V = st.vocab;
-  JET_CHECK(B >= 1 && B <= max_block_length(), "denoise_step: block length ", B, " is outside [1, ",
-            max_block_length(), "], the CUDA backend's limit");
-  JET_CHECK(logits.dtype == DType::F32 && logits.ndim == 2 && logits.dim(1) == V, "denoise_step: tensor logits is ",
-            dtype_name(logits.dtype), " ", shape_string(logits), ", expected F32 [*, ", V, "]");
-  // The rows and the masks are in device memory: their logits rows are checked there (RowFault).
-  JET_CHECK(num_rows >= 0, "denoise_step: negative row count ", num_rows);
-  JET_CHECK(rows.nbytes() >= num_rows * sizeof(StepRow), "denoise_step: the rows tensor holds ", rows.nbytes(),
-            " bytes, fewer than ", num_rows, " StepRows");
-  if (num_rows == 0) return;
-  JET_CHECK(logits.data != nullptr && rows.data != nullptr, "denoise_step: tensor logits or rows has no data");
+  const int V = st.vocab;
+  JET_CHECK(logits.dtype == DType::F32 && logits.ndim == 2 && logits.dim(1) == V,
+            "sample_positions: tensor logits is ", dtype_name(logits.dtype), " ", shape_string(logits),
+            ", expected F32 [*, ", V, "]");
+  JET_CHECK(first_row >= 0, "sample_positions: negative first logits row ", first_row);
+  check_rows("sample_positions", rows, num_rows);
+  if (num_rows == 0 || logits.dim(0) == 0) return;
+  JET_CHECK(logits.data != nullptr, "sample_positions: tensor logits has no data");
+  JET_CHECK(logits.dim(0) <= INT32_MAX, "sample_positions: ", logits.dim(0), " logits rows in one call");
+  StepArgs a = step_args(rows, num_rows, st);
+  a.logits = logits.ptr<float>();
+  a.first_row = first_row;
+  a.logits_rows = logits.dim(0);
+  launch_kernel("sample_masked_positions", sample_masked_positions, static_cast<unsigned>(logits.dim(0)),
+                kSampleThreads, 0, stream(), a);
+}
 
-  // The candidates live in the GEMM workspace, idle after the LM head: an allocation inside the
-  // step would be a graph node between two kernels, where a programmatic launch cannot follow
-  // (the capture fails, kernel_util.cuh). Only more than a million positions need their own.
-  const size_t positions = static_cast<size_t>(num_rows) * B;
-  const bool own_candidates = positions * sizeof(Candidate) > gemm_workspace_bytes();
-  auto* candidates = static_cast<Candidate*>(gemm_workspace());
-  if (own_candidates) {
-    JET_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&candidates), positions * sizeof(Candidate), stream()));
-  }
-  const StepArgs args{logits.ptr<float>(),         logits.dim(0),                rows.ptr<StepRow>(),
-                      num_rows,                    st.num_slots,                 B,
-                      V,                           st.seen_words,                st.params.ptr<SlotParams>(),
-                      st.seen.ptr<uint32_t>(),     st.tokens.ptr<int32_t>(),     st.trajectory.ptr<int32_t>(),
-                      st.logprobs.ptr<float>(),    st.entropies.ptr<float>(),    st.masks_left.ptr<int32_t>(),
-                      candidates,                  fault_word().device};
-  launch_kernel("sample_masked_positions", sample_masked_positions, static_cast<unsigned>(positions), kSampleThreads, 0,
-                stream(), args);
-  const unsigned commit_blocks = static_cast<unsigned>((num_rows + kCommitWarps - 1) / kCommitWarps);
-  launch_kernel("commit_selected_positions", commit_selected_positions, commit_blocks, kCommitWarps * 32, 0, stream(),
-                args);
-  if (own_candidates) JET_CUDA_CHECK(cudaFreeAsync(candidates, stream()));
+void CudaBackend::commit_step(const Tensor& rows, int num_rows, int64_t num_logits, DecodeState& st) {
+  throw_decode_fault();
+  check_rows("commit_step", rows, num_rows);
+  if (num_rows == 0) return;
+  StepArgs a = step_args(rows, num_rows, st);
+  a.num_logits = num_logits;
+  launch_kernel("commit_selected_positions", commit_selected_positions, static_cast<unsigned>(num_rows),
+                kCommitThreads, 0, stream(), a);
 }
 
 }  // namespace jet::cuda

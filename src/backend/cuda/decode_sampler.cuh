@@ -17,15 +17,6 @@ namespace jet::cuda {
 
 constexpr int kSampleThreads = 512;
 
-// What the commit kernel needs of a sampled position (sampler.h's PositionSample).
-struct Candidate {
-  int32_t token;
-  float confidence;  // probs[token] of the unfiltered distribution
-  float logprob;     // ln(max(confidence, 1e-12))
-  float entropy;
-  float margin;  // largest minus second largest probability
-};
-
 // The row as §3 turns it into a distribution: the mask id at -inf, the repetition penalty on
 // the seen ids, divided by the temperature (1 when greedy); prob() gives the probability once
 // the passes have found max_scaled and inv_sum.
@@ -227,7 +218,7 @@ __device__ inline int32_t gumbel_max(const SampledRow& row, int V, uint64_t cut,
 
 // Samples one masked position (sampler.cpp's sample_position); every thread of the block calls
 // it and gets the result. `seen` is null when the slot's penalty is 1.
-__device__ inline Candidate sample_position(const float* logits, int V, const SlotParams& p, const uint32_t* seen,
+__device__ inline PositionSample sample_position(const float* logits, int V, const SlotParams& p, const uint32_t* seen,
                                             int32_t position, int32_t global_step, SamplerShared& sm) {
   const bool greedy = p.temperature <= 0.0f;
   SampledRow row{logits, seen, p.mask_id, p.repetition_penalty, greedy ? 1.0f : p.temperature};
@@ -254,7 +245,7 @@ __device__ inline Candidate sample_position(const float* logits, int V, const Sl
   });
   const SoftmaxSums sums = reduce_to_all(local_sums, AddSoftmaxSums{}, sm.reduce.sums, sm.sums);
   row.inv_sum = static_cast<float>(1.0 / sums.sum);
-  Candidate c;
+  PositionSample c;
   c.entropy = static_cast<float>(log(sums.sum) - sums.weighted_z / sums.sum);
   c.margin = V > 1 ? sums.e1 * row.inv_sum - sums.e2 * row.inv_sum : 0.0f;
 
