@@ -1,15 +1,16 @@
 #!/usr/bin/python3
-"""Decoding quality of a model trained on tools/arith_tasks.py (by default the shipped demo model,
-models/sdar-tiny-arith): accuracy, per task and overall, of every remasking strategy at its
-default parameter, then a sweep of the dynamic strategies' thresholds; with the parallelism each
-row buys (completion tokens per forward) and its wall time.
+"""Decoding quality of a model trained on tools/arith_tasks.py (by default the shipped demo model
+models/sdar-tiny-arith; models/llada-tiny-arith is the LLaDA one): accuracy, per task and overall,
+of every remasking strategy at its default parameter, then a sweep of the dynamic strategies'
+thresholds; with the parallelism each row buys (completion tokens per forward) and its wall time.
 
     bench/quality.py [--model DIR] [--n 1000] [--seed 0] [--device cpu|cuda|auto]
-                     [--block-length 4] [--steps 4] [--no-sweep] [--json OUT] [--markdown]
+                     [--block-length B [--steps S]] [--no-sweep] [--json OUT] [--markdown]
 
 Every row decodes the same freshly generated problems (seeded), greedily (temperature 0), posed
-through the model's chat template. Needs the jetengine package on PYTHONPATH (build/python).
-tests/python/test_trained_model.py scores the model with the functions of this file.
+through the model's chat template, at each of the model family's decode settings (DECODES), or at
+the one --block-length (and --steps, default B) asks for. Needs the jetengine package on PYTHONPATH
+(build/python). tests/python/test_trained_model.py scores the models with the functions of this file.
 """
 import argparse
 import json
@@ -35,6 +36,21 @@ SWEEPS = {
 # the end-of-turn token: 23 tokens. 32 leaves room for a model that rambles before stopping.
 MAX_TOKENS = 32
 SEED = 0  # of the `random` strategy's draws, so that its rows are reproducible
+# The (block_length, denoising_steps) each family's demo model is scored at: SDAR at the block size
+# it was trained with; LLaDA in pure diffusion (B = 64 > P: the prompt and the whole answer, at
+# most 56 tokens, in one block) and semi-autoregressively (B = 8), with S = B as LLaDA's own
+# generate runs (one token per step for the static strategies).
+DECODES = {"sdar": ((4, 4),), "llada": ((64, 64), (8, 8))}
+
+
+def model_family(model_dir):
+    """config.json's model_type of a model folder."""
+    return json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8")).get("model_type")
+
+
+def decodes_of(model_dir):
+    """DECODES of the folder's family (SDAR's for a family without an entry)."""
+    return DECODES.get(model_family(model_dir), DECODES["sdar"])
 
 
 def labeled_problems(n, seed):
@@ -92,10 +108,21 @@ def measure(llm, prompts, problems, strategy, parameter=None, value=None, steps=
 
 
 def markdown(result):
-    """README-ready table of the rows (defaults first, then the sweep)."""
+    """README-ready tables of the rows (defaults first, then the sweep), one per decode setting,
+    each under a "B = .., S = .." line when there are several."""
+    tables = []
+    for decode in result["decodes"]:
+        table = markdown_table(decode["rows"])
+        if len(result["decodes"]) > 1:
+            table = f"B = {decode['block_length']}, S = {decode['denoising_steps']}:\n\n{table}"
+        tables.append(table)
+    return "\n\n".join(tables)
+
+
+def markdown_table(rows):
     head = "| strategy | parameter | accuracy | " + " | ".join(arith_tasks.TASKS) + " | tokens/forward | s |"
     lines = [head, "|" + "---|" * (len(arith_tasks.TASKS) + 5)]
-    for row in result["rows"]:
+    for row in rows:
         setting = f"{row['parameter']} = {row['value']:g}" if row["parameter"] else ""
         tasks = " | ".join("" if row["per_task"][t] is None else f"{row['per_task'][t]:.1%}" for t in arith_tasks.TASKS)
         lines.append(f"| `{row['strategy']}` | {setting} | {row['accuracy']:.1%} | {tasks} | "
@@ -110,16 +137,22 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0, help="seed of the problems")
     p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = all cores)")
-    p.add_argument("--block-length", type=int, default=4)
-    p.add_argument("--steps", type=int, default=4, help="denoising steps per block")
+    p.add_argument("--block-length", type=int, help="one decode setting instead of the family's DECODES")
+    p.add_argument("--steps", type=int, help="denoising steps per block (default: the block length)")
     p.add_argument("--no-sweep", action="store_true", help="only each strategy at its default")
     p.add_argument("--json", type=Path, help="write the raw numbers here")
-    p.add_argument("--markdown", action="store_true", help="print a README-ready table")
+    p.add_argument("--markdown", action="store_true", help="print README-ready tables")
     args = p.parse_args(argv)
     if args.n <= 0:
         p.error("--n must be positive")
-    if not 1 <= args.steps <= args.block_length:
-        p.error("--steps must be in 1..--block-length")
+    if args.block_length is None:
+        if args.steps is not None:
+            p.error("--steps needs --block-length")
+    else:
+        if args.steps is None:
+            args.steps = args.block_length
+        if not 1 <= args.steps <= args.block_length:
+            p.error("--block-length must be positive and --steps in 1..--block-length")
     if not any(Path(args.model).glob("*.safetensors")):
         p.error(f"{args.model} holds no weights (*.safetensors)")
     return args
@@ -128,20 +161,24 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     from jetengine import LLM
-    llm = LLM(args.model, device=args.device, num_threads=args.threads, block_length=args.block_length)
+    decodes = decodes_of(args.model) if args.block_length is None else ((args.block_length, args.steps),)
     problems = labeled_problems(args.n, args.seed)
-    prompts = chat_prompts(llm, problems)
-    rows = []
     show = sys.stderr.isatty()
-    for strategy, parameter, value in runs(sweep=not args.no_sweep):
-        row = measure(llm, prompts, problems, strategy, parameter, value, args.steps, progress=show)
-        rows.append(row)
-        setting = f" {parameter}={value:g}" if parameter else ""
-        print(f"{strategy}{setting}: accuracy {row['accuracy']:.1%}, {row['tokens_per_forward']:.2f} tokens/forward, "
-              f"{row['wall_s']:.1f} s", file=sys.stderr)
-    result = {"model": args.model, "device": llm.summary.device, "n": args.n, "seed": args.seed,
-              "block_length": args.block_length, "denoising_steps": args.steps, "max_tokens": MAX_TOKENS,
-              "temperature": 0, "rows": rows}
+    result = {"model": args.model, "n": args.n, "seed": args.seed, "max_tokens": MAX_TOKENS, "temperature": 0,
+              "decodes": []}
+    for block_length, steps in decodes:
+        llm = LLM(args.model, device=args.device, num_threads=args.threads, block_length=block_length)
+        result["device"] = llm.summary.device
+        prompts = chat_prompts(llm, problems)
+        rows = []
+        for strategy, parameter, value in runs(sweep=not args.no_sweep):
+            row = measure(llm, prompts, problems, strategy, parameter, value, steps, progress=show)
+            rows.append(row)
+            setting = f" {parameter}={value:g}" if parameter else ""
+            print(f"B={block_length} S={steps} {strategy}{setting}: accuracy {row['accuracy']:.1%}, "
+                  f"{row['tokens_per_forward']:.2f} tokens/forward, {row['wall_s']:.1f} s", file=sys.stderr)
+        result["decodes"].append({"block_length": block_length, "denoising_steps": steps, "rows": rows})
+        del llm  # its KV cache, before the next setting's engine takes one
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     if args.markdown:

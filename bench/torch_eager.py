@@ -47,7 +47,7 @@ def decode(model, prompts, max_tokens):
     """Completion tokens produced and seconds taken."""
     torch.cuda.synchronize()
     start = time.perf_counter()
-    completions = torch_sdar.greedy_block_decode(model, prompts, BLOCK, STEPS, max_tokens, MASK_ID, stop_ids=[])
+    completions, _ = torch_sdar.greedy_block_decode(model, prompts, BLOCK, STEPS, max_tokens, MASK_ID, stop_ids=[])
     torch.cuda.synchronize()
     return sum(len(c) for c in completions), time.perf_counter() - start
 

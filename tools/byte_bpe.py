@@ -2,7 +2,7 @@
 (the tiny models' and models/sdar-tiny-arith's tokenizer.json), for ASCII text.
 
 It is the independent check of the C++ tokenizer on those files (tests/python/test_arith_tokenizer.py)
-and lets tools/train_tiny_sdar.py tokenize without transformers. It follows HuggingFace's pipeline
+and lets the training of the demo models (tools/tiny_training.py) tokenize without transformers. It follows HuggingFace's pipeline
 for these files: split off added tokens (exact content, longest first), NFC (the identity on
 ASCII), the Qwen2 pre-tokenizer split, byte-to-unicode mapping, then BPE merges by rank.
 Non-ASCII text is refused: Python's `re` has no \\p{L} / \\p{N} classes for the real split.
@@ -30,6 +30,7 @@ class ByteBPE:
         self.id_to_token = {i: t for t, i in self.vocab.items()} | {i: t for t, i in self.added.items()}
         self._byte_char = bytes_to_unicode()
         self._char_byte = {c: b for b, c in self._byte_char.items()}
+        self._pieces = {}  # piece -> ids (_piece_ids)
         # Longest first, so that one added token that is a prefix of another never wins.
         alternatives = sorted(self.added, key=len, reverse=True)
         self._added_split = re.compile("(" + "|".join(map(re.escape, alternatives)) + ")") if alternatives else None
@@ -50,7 +51,15 @@ class ByteBPE:
                 ids.append(self.added[part])
             else:
                 for piece in _ASCII_SPLIT.findall(part):
-                    ids += [self.vocab[t] for t in self._bpe("".join(self._byte_char[b] for b in piece.encode()))]
+                    ids += self._piece_ids(piece)
+        return ids
+
+    def _piece_ids(self, piece):
+        """The ids of one pre-tokenized piece, remembered: training data repeats a few pieces millions
+        of times."""
+        ids = self._pieces.get(piece)
+        if ids is None:
+            ids = self._pieces[piece] = [self.vocab[t] for t in self._bpe("".join(self._byte_char[b] for b in piece.encode()))]
         return ids
 
     def decode(self, ids, skip_special_tokens=False):

@@ -8,8 +8,9 @@
 
 Output: config.json (the keys the real checkpoints use, reference/models.md), generation_config.json,
 model.safetensors (or K shards + model.safetensors.index.json), tokenizer.json, tokenizer_config.json.
---tokenizer DIR copies an SDAR tokenizer folder instead (e.g. models/sdar-tiny-arith: a random model
-with the demo model's tokenizer, to exercise its harness before the trained weights exist).
+--tokenizer DIR copies a tokenizer folder with SDAR's added tokens instead (e.g. models/sdar-tiny-arith,
+whose ChatML tokenizer the demo models of both families share: a random model with a demo model's
+tokenizer and layout, to exercise its harness before the trained weights exist).
 Weights are random but deterministic for a seed (NumPy PCG64), scaled so that logits have a standard
 deviation of about 2: the output distribution of a tiny model is neither flat nor one-hot.
 --no-weights writes everything but the safetensors (seconds instead of minutes at SDAR-4B's shapes),
@@ -43,7 +44,7 @@ def parse_args(argv):
     p.add_argument("--out", required=True, help="output directory (created)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--vocab", choices=("small", "qwen3"), default="small")
-    p.add_argument("--tokenizer", help="SDAR tokenizer folder to copy (instead of --vocab)")
+    p.add_argument("--tokenizer", help="tokenizer folder with SDAR's added tokens to copy (instead of --vocab)")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
@@ -80,8 +81,8 @@ def parse_args(argv):
         p.error("--heads must be a multiple of --kv-heads")
     if llada and args.head_dim * args.heads != args.hidden:
         p.error("llada: --head-dim must equal --hidden / --heads")
-    if args.tokenizer is not None and (llada or args.vocab != "small"):
-        p.error("--tokenizer takes an SDAR tokenizer: sdar families only, without --vocab")
+    if args.tokenizer is not None and args.vocab != "small":
+        p.error("--tokenizer replaces --vocab: give one of them")
     if args.top_k > args.experts:
         p.error("--top-k must not exceed --experts")
     return args

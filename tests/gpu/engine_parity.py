@@ -13,6 +13,10 @@
 * The same random-model decode on the GPU with CUDA graphs (the default) and with --enforce-eager:
   every output field must be identical (a replayed graph runs the very kernels of the eager
   forward), so a graph replaying stale addresses or shapes fails here.
+* The trained LLaDA models/llada-tiny-arith, when its model.safetensors is there: the same 64
+  prompts at each of bench/quality.py's LLaDA decode settings (pure diffusion B = 64 and
+  semi-autoregressive B = 8, S = B), with low_confidence_static and low_confidence_dynamic (at its
+  default threshold); same bar for each of the four.
 
 Usage: python3 tests/gpu/engine_parity.py BUILD_DIR   (PASS/FAIL/INFO/SKIP lines, exits non-zero on FAIL)
 """
@@ -26,10 +30,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 TRAINED = REPO / "models" / "sdar-tiny-arith"
+TRAINED_LLADA = REPO / "models" / "llada-tiny-arith"
+LLADA_STRATEGIES = ("low_confidence_static", "low_confidence_dynamic")
 NUM_PROMPTS = 64
 SINGLE_PROMPTS = 16  # decoded one at a time on the GPU
+BAR = 0.99  # of completion tokens equal, for the trained models
 sys.path.insert(0, str(REPO / "tools"))
+sys.path.insert(0, str(REPO / "bench"))
 import arith_tasks  # noqa: E402
+import quality  # noqa: E402
 
 
 def generate(cli, model, prompts, device, flags):
@@ -56,6 +65,32 @@ def summary(same, total, identical):
             f"{identical}/{NUM_PROMPTS} prompts identical")
 
 
+def trained_parity(cli, model, problems, label, flags):
+    """Prints the PASS/FAIL line of a CPU and a GPU decode of the chat problems; returns whether it
+    passed and the CPU outputs."""
+    questions = [q for q, _ in problems]
+    cpu, gpu = (generate(cli, model, questions, device, ["--chat", *flags]) for device in ("cpu", "cuda"))
+    same, total, identical = agreement(cpu, gpu)
+    solved = [sum(arith_tasks.check(o["completion_text"], a) for o, (_, a) in zip(outs, problems))
+              for outs in (cpu, gpu)]
+    ok = total > 0 and same / total >= BAR
+    print(f"{'PASS' if ok else 'FAIL'} engine_parity {label} (bar {BAR:.0%}): {summary(same, total, identical)}; "
+          f"answers right: CPU {solved[0]}/{NUM_PROMPTS}, GPU {solved[1]}/{NUM_PROMPTS}")
+    return ok, cpu
+
+
+def llada_parity(cli, problems):
+    """trained_parity of the trained LLaDA at every decode setting and strategy; True when all pass
+    (or the model is absent)."""
+    if not (TRAINED_LLADA / "model.safetensors").exists():
+        print(f"SKIP engine_parity trained LLaDA: {TRAINED_LLADA / 'model.safetensors'} is absent")
+        return True
+    results = [trained_parity(cli, TRAINED_LLADA, problems, f"trained LLaDA, B = {block}, S = {steps}, {strategy}",
+                              ["--block-length", str(block), "--denoising-steps", str(steps), "--strategy", strategy])[0]
+               for block, steps in quality.DECODES["llada"] for strategy in LLADA_STRATEGIES]
+    return all(results)
+
+
 def main():
     cli = str(Path(sys.argv[1]) / "apps" / "cli" / "jetengine")
     with tempfile.TemporaryDirectory() as tmp:
@@ -73,28 +108,23 @@ def main():
     print(f"{'PASS' if graphs_ok else 'FAIL'} engine_parity CUDA graphs vs --enforce-eager: "
           f"{NUM_PROMPTS - differing}/{NUM_PROMPTS} outputs identical in every field")
 
-    if not (TRAINED / "model.safetensors").exists():
-        print(f"SKIP engine_parity trained model: {TRAINED / 'model.safetensors'} is absent")
-        return 0 if graphs_ok else 1
     rng = random.Random(0)
     problems = [arith_tasks.make_problem(rng) for _ in range(NUM_PROMPTS)]
-    cpu, gpu = (generate(cli, TRAINED, [q for q, _ in problems], device, ["--chat"]) for device in ("cpu", "cuda"))
-    same, total, identical = agreement(cpu, gpu)
-    solved = [sum(arith_tasks.check(o["completion_text"], a) for o, (_, a) in zip(outs, problems))
-              for outs in (cpu, gpu)]
-    ok = total > 0 and same / total >= 0.99
-    print(f"{'PASS' if ok else 'FAIL'} engine_parity trained model (bar 99%): {summary(same, total, identical)}; "
-          f"answers right: CPU {solved[0]}/{NUM_PROMPTS}, GPU {solved[1]}/{NUM_PROMPTS}")
+    llada_ok = llada_parity(cli, problems)
+    if not (TRAINED / "model.safetensors").exists():
+        print(f"SKIP engine_parity trained model: {TRAINED / 'model.safetensors'} is absent")
+        return 0 if graphs_ok and llada_ok else 1
+    ok, cpu = trained_parity(cli, TRAINED, problems, "trained model", [])
 
     # One sequence at a time the GPU's products have 4 or 8 rows: the few-rows matmul kernel
     # (skinny_gemm.cu) instead of cuBLASLt, against the same CPU outputs.
     single = generate(cli, TRAINED, [q for q, _ in problems[:SINGLE_PROMPTS]], "cuda", ["--chat", "--max-num-seqs", "1"])
     same, total, identical = agreement(cpu[:SINGLE_PROMPTS], single)
-    single_ok = total > 0 and same / total >= 0.99
-    print(f"{'PASS' if single_ok else 'FAIL'} engine_parity trained model, batch 1 on the GPU (bar 99%): "
+    single_ok = total > 0 and same / total >= BAR
+    print(f"{'PASS' if single_ok else 'FAIL'} engine_parity trained model, batch 1 on the GPU (bar {BAR:.0%}): "
           f"{same}/{total} completion tokens equal ({100 * same / max(total, 1):.2f}%), "
           f"{identical}/{SINGLE_PROMPTS} prompts identical")
-    return 0 if ok and graphs_ok and single_ok else 1
+    return 0 if ok and graphs_ok and single_ok and llada_ok else 1
 
 
 if __name__ == "__main__":

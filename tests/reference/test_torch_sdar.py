@@ -1,14 +1,17 @@
 #!/usr/bin/python3
 """Checks tests/reference/torch_sdar.py against the float64 NumPy reference (model_np,
-generate_np) on tiny random SDAR models from tools/make_tiny_model.py.
+generate_np) on tiny random SDAR and LLaDA models from tools/make_tiny_model.py.
 
     python3 tests/reference/test_torch_sdar.py      (or pytest; skipped where torch or safetensors is missing)
 
-Covers: logits of a block-causal forward, the KV-cache path, the SDAR training mask (its clean
-half is the block-causal forward; its noisy block i is block i seen after clean blocks < i),
-save/load round trip, and greedy_block_decode against generate_np on prompts of mixed lengths.
-Runs on CUDA when available, else CPU, in float32.
+Covers: logits of a block-causal (SDAR) and a bidirectional (LLaDA) forward, the KV-cache path,
+the SDAR training mask (its clean half is the block-causal forward; its noisy block i is block i
+seen after clean blocks < i), save/load round trips (LLaDA's under the OLMo names), and
+greedy_block_decode (completions and forward counts, low_confidence_static and _dynamic) against
+generate_np on prompts of mixed lengths, for LLaDA also with B > P (pure diffusion). Runs on CUDA
+when available, else CPU, in float32.
 """
+import json
 import subprocess
 import sys
 import tempfile
@@ -30,18 +33,23 @@ from model_np import ReferenceModel, segment_ids  # noqa: E402
 MAKE_TINY_MODEL = Path(__file__).resolve().parents[2] / "tools" / "make_tiny_model.py"
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 B = 4
-# Shapes: q_proj wider than hidden (like SDAR-4B), GQA 2; and an odd one with GQA 3.
-SHAPES = {"wide": ["--head-dim", "32"],
-          "odd": ["--layers", "3", "--hidden", "48", "--heads", "6", "--kv-heads", "2", "--head-dim", "8",
-                  "--intermediate", "80"]}
+# Shapes: SDAR with q_proj wider than hidden (like SDAR-4B), GQA 2; an odd SDAR with GQA 3; LLaDA
+# with plain MHA (as LLaDA-8B) and with GQA 2.
+SHAPES = {"wide": ("sdar", ["--head-dim", "32"]),
+          "odd": ("sdar", ["--layers", "3", "--hidden", "48", "--heads", "6", "--kv-heads", "2", "--head-dim", "8",
+                           "--intermediate", "80"]),
+          "llada": ("llada", []),
+          "llada_gqa": ("llada", ["--layers", "3", "--hidden", "48", "--heads", "6", "--kv-heads", "3",
+                                  "--intermediate", "80"])}
 _DIRS = {}
 
 
 def model_dir(shape):
     if shape not in _DIRS:
+        arch, args = SHAPES[shape]
         out = tempfile.mkdtemp(prefix=f"torch_sdar_{shape}_")
-        subprocess.run([sys.executable, str(MAKE_TINY_MODEL), "--arch", "sdar", "--out", out, "--seed", "3",
-                        "--dtype", "f32", *SHAPES[shape]], check=True)
+        subprocess.run([sys.executable, str(MAKE_TINY_MODEL), "--arch", arch, "--out", out, "--seed", "3",
+                        "--dtype", "f32", *args], check=True)
         _DIRS[shape] = out
     return _DIRS[shape]
 
@@ -71,12 +79,16 @@ def run(model, tokens, mask, past=None, use_cache=False):
 
 
 def test_logits_match_numpy():
-    for shape in SHAPES:
+    for shape, (arch, _) in SHAPES.items():
         model, reference = load(shape), ReferenceModel.from_dir(model_dir(shape))
+        assert isinstance(model, torch_sdar.LladaModel) == (arch == "llada"), shape
         tokens = random_tokens(model, 13, seed=1)
         got = run(model, tokens, torch_sdar.block_causal_mask(13, B))[0].cpu().numpy()
         want = reference.forward(tokens, segment_ids("sdar", 13, 12, B))
         assert rel_err(got, want) < 1e-4, shape
+        if arch == "llada":  # bidirectional: every token sees every other
+            got = run(model, tokens, torch.ones(13, 13, dtype=torch.bool))[0].cpu().numpy()
+            assert rel_err(got, reference.forward(tokens, np.zeros(13, dtype=int))) < 1e-4, shape
 
 
 def test_kv_cache_matches_full_forward():
@@ -120,27 +132,44 @@ def test_training_input_semantics():
 
 
 def test_save_load_round_trip():
-    model = load("odd")
-    with tempfile.TemporaryDirectory() as out:
-        torch_sdar.save_model(model, model.config, out, dtype=torch.float32)
-        again = torch_sdar.load_model(out, device=DEVICE, dtype=torch.float32)
-        assert torch_sdar.load_config(out)["torch_dtype"] == "float32"
-    for (name, a), (other, b) in zip(model.state_dict().items(), again.state_dict().items()):
-        assert name == other and torch.equal(a, b), name
+    for shape in ("odd", "llada_gqa"):
+        model = load(shape)
+        with tempfile.TemporaryDirectory() as out:
+            torch_sdar.save_model(model, model.config, out, dtype=torch.float32)
+            again = torch_sdar.load_model(out, device=DEVICE, dtype=torch.float32)
+            assert torch_sdar.load_config(out)["torch_dtype"] == "float32"
+            # The checkpoint's names are those tools/make_tiny_model.py writes (and the engine reads).
+            assert set(safetensors_names(out)) == set(safetensors_names(model_dir(shape))), shape
+        for (name, a), (other, b) in zip(model.state_dict().items(), again.state_dict().items()):
+            assert name == other and torch.equal(a, b), (shape, name)
+
+
+def safetensors_names(folder):
+    with open(Path(folder) / "model.safetensors", "rb") as handle:
+        header = json.loads(handle.read(int.from_bytes(handle.read(8), "little")))
+    return [name for name in header if name != "__metadata__"]
 
 
 def test_greedy_decode_matches_generate_np():
-    model, reference = load("wide"), ReferenceModel.from_dir(model_dir("wide"))
-    stop_ids = list(reference.config.eos_token_ids)
-    prompts = [random_tokens(model, n, seed=10 + n) for n in (1, 3, 4, 6, 9, 11)]
-    for steps in (4, 2):
-        got = torch_sdar.greedy_block_decode(model, prompts, B, steps, 10, model.config["mask_token_id"],
-                                             stop_ids)
-        params = dict(block_length=B, denoising_steps=steps, temperature=0.0, max_tokens=10,
-                      remasking_strategy="low_confidence_static")
-        for prompt, completion in zip(prompts, got):
-            want = generate_np.decode_one(reference, prompt, params, max_model_len=4096)["completion_ids"]
-            assert completion == want, (steps, prompt, completion, want)
+    # LLaDA at B = 16 is pure diffusion for these prompts (B > P: no prefill, the prompt inside
+    # the first block); at B = 4 its prefill is bidirectional. The dynamic threshold 0.1 sits
+    # among these random models' confidences, so that both of its rules are taken.
+    for shape, block, steps_list in (("wide", B, (4, 2)), ("llada", B, (4, 2)), ("llada", 16, (16, 5))):
+        model, reference = load(shape), ReferenceModel.from_dir(model_dir(shape))
+        stop_ids = list(reference.config.eos_token_ids)
+        prompts = [random_tokens(model, n, seed=10 + n) for n in (1, 3, 4, 6, 9, 11)]
+        for steps, threshold in ((s, t) for s in steps_list for t in (None, 0.1)):
+            got, forwards = torch_sdar.greedy_block_decode(model, prompts, block, steps, 10,
+                                                           model.config["mask_token_id"], stop_ids, threshold)
+            params = dict(block_length=block, denoising_steps=steps, temperature=0.0, max_tokens=10,
+                          remasking_strategy="low_confidence_static")
+            if threshold is not None:
+                params.update(remasking_strategy="low_confidence_dynamic", dynamic_threshold=threshold)
+            for prompt, completion, count in zip(prompts, got, forwards):
+                want = generate_np.decode_one(reference, prompt, params, max_model_len=4096)
+                where = (shape, block, steps, threshold, prompt)
+                assert completion == want["completion_ids"], (*where, completion, want["completion_ids"])
+                assert count == want["num_forwards"], (*where, count, want["num_forwards"])
 
 
 if __name__ == "__main__":

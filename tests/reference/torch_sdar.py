@@ -1,28 +1,43 @@
-"""An independent PyTorch SDAR (Qwen3) network, its masks, HF-folder I/O and a block-diffusion decoder.
+"""An independent PyTorch SDAR (Qwen3) network and its LLaDA variant, their masks, HF-folder I/O
+and a block-diffusion decoder.
 
-Written from reference/models.md §1 and docs/decoding.md, not from the engine. Used by
-tools/train_tiny_sdar.py (training and evaluating the demo model) and as the plain-PyTorch eager
-baseline of the benchmarks (what a user would write without the engine).
+Written from reference/models.md §1-2 and docs/decoding.md, not from the engine. Used by
+tools/train_tiny_sdar.py and tools/train_tiny_llada.py (training and evaluating the demo models)
+and as the plain-PyTorch eager baseline of the benchmarks (what a user would write without the engine).
 
     config = load_config(dir)                                  config.json as a dict
     model = SdarModel(config)                                  parameter names = HF checkpoint names
+    model = LladaModel(config)                                 the same network, OLMo checkpoint names
     logits = model(ids, positions, attn_mask)                  [N, T, V] float32
     logits, kv = model(ids, positions, attn_mask, past_kv, use_cache=True)
     model = load_model(dir, device, dtype); save_model(model, config, out_dir)
     block_causal_mask(T, B), sdar_training_mask(L, B)          bool masks, True = may attend
-    greedy_block_decode(model, prompts, B, S, max_tokens, mask_id, stop_ids) -> completions
+    completions, forwards = greedy_block_decode(model, prompts, B, S, max_tokens, mask_id, stop_ids
+                                                [, dynamic_threshold])
 
 Layer math (models.md §1.3): RMSNorm with fp32 statistics and an fp32 weight multiply (the SDAR
 files' flavour), per-head q/k RMSNorm before RoPE, NeoX rotate-half RoPE over the full head_dim,
-GQA, SwiGLU, no biases, no logit shift (logits at position i predict token i).
+GQA, SwiGLU, no biases, no logit shift (logits at position i predict token i). LLaDA (models.md
+§2.2) is that network without the q/k norms, with head_dim = d_model / n_heads; its RMSNorm casts
+before the weight multiply, which differs from this one only in the rounding of bf16 activations.
+
+Checkpoints are read by tests/reference/safetensors_np.py and written by tools/safetensors_io.py
+(NumPy only: Debian packages torch but not safetensors).
 """
 import json
 import math
 import os
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+import safetensors_io  # noqa: E402
+import safetensors_np  # noqa: E402
 
 
 def load_config(model_dir):
@@ -63,8 +78,18 @@ def apply_rope(x, cos, sin):
     return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1).to(x.dtype)
 
 
+def _math_attention(q, k, v, attn_mask):
+    """softmax(q k^T / sqrt(d), where attn_mask) v: what F.scaled_dot_product_attention computes,
+    for a torch that predates it (Debian's)."""
+    scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+    return scores.masked_fill(~attn_mask, float("-inf")).softmax(dim=-1).to(v.dtype) @ v
+
+
+_attention = getattr(F, "scaled_dot_product_attention", None) or _math_attention
+
+
 class Attention(nn.Module):
-    def __init__(self, config):
+    def __init__(self, config, qk_norm):
         super().__init__()
         hidden = config["hidden_size"]
         self.num_heads = config["num_attention_heads"]
@@ -78,8 +103,10 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=False)
         self.v_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=False)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, hidden, bias=False)
-        self.q_norm = RMSNorm(self.head_dim, eps)
-        self.k_norm = RMSNorm(self.head_dim, eps)
+        self.qk_norm = qk_norm
+        if qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, eps)
+            self.k_norm = RMSNorm(self.head_dim, eps)
 
     def forward(self, x, cos, sin, attn_mask, past):
         """x [N, T, H]; past None or (k, v) [N, kv_heads, past, d] (after RoPE). Returns the output
@@ -88,17 +115,17 @@ class Attention(nn.Module):
         q = self.q_proj(x).view(n, t, self.num_heads, self.head_dim)
         k = self.k_proj(x).view(n, t, self.num_kv_heads, self.head_dim)
         v = self.v_proj(x).view(n, t, self.num_kv_heads, self.head_dim)
-        # Qwen3: per-head RMSNorm of q and k, then RoPE.
-        q = apply_rope(self.q_norm(q), cos, sin).transpose(1, 2)
-        k = apply_rope(self.k_norm(k), cos, sin).transpose(1, 2)
+        if self.qk_norm:  # Qwen3: per-head RMSNorm of q and k, then RoPE
+            q, k = self.q_norm(q), self.k_norm(k)
+        q = apply_rope(q, cos, sin).transpose(1, 2)
+        k = apply_rope(k, cos, sin).transpose(1, 2)
         v = v.transpose(1, 2)
         if past is not None:
             k = torch.cat([past[0], k], dim=2)
             v = torch.cat([past[1], v], dim=2)
         # GQA: query head h reads kv head h // group.
         group = self.num_heads // self.num_kv_heads
-        out = F.scaled_dot_product_attention(q, k.repeat_interleave(group, dim=1),
-                                             v.repeat_interleave(group, dim=1), attn_mask=attn_mask)
+        out = _attention(q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1), attn_mask)
         return self.o_proj(out.transpose(1, 2).reshape(n, t, -1)), (k, v)
 
 
@@ -115,11 +142,11 @@ class Mlp(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, config):
+    def __init__(self, config, qk_norm):
         super().__init__()
         eps = config.get("rms_norm_eps", 1e-6)
         self.input_layernorm = RMSNorm(config["hidden_size"], eps)
-        self.self_attn = Attention(config)
+        self.self_attn = Attention(config, qk_norm)
         self.post_attention_layernorm = RMSNorm(config["hidden_size"], eps)
         self.mlp = Mlp(config)
 
@@ -133,6 +160,9 @@ class SdarModel(nn.Module):
     """The dense SDAR network. Module paths give the HF names: model.embed_tokens.weight,
     model.layers.{i}.self_attn.q_proj.weight, ..., model.norm.weight, lm_head.weight."""
 
+    qk_norm = True
+    block_causal = True  # how the engine attends (docs/decoding.md §1); greedy_block_decode follows it
+
     def __init__(self, config):
         super().__init__()
         if config.get("rope_scaling") is not None:
@@ -143,7 +173,8 @@ class SdarModel(nn.Module):
         hidden, vocab = config["hidden_size"], config["vocab_size"]
         self.model = nn.Module()
         self.model.embed_tokens = nn.Embedding(vocab, hidden)
-        self.model.layers = nn.ModuleList(DecoderLayer(config) for _ in range(config["num_hidden_layers"]))
+        self.model.layers = nn.ModuleList(DecoderLayer(config, self.qk_norm)
+                                          for _ in range(config["num_hidden_layers"]))
         self.model.norm = RMSNorm(hidden, config.get("rms_norm_eps", 1e-6))
         self.lm_head = nn.Linear(hidden, vocab, bias=False)
         self.tied = bool(config.get("tie_word_embeddings", False))
@@ -185,49 +216,98 @@ class SdarModel(nn.Module):
         logits = self.lm_head(h).float()
         return (logits, new_kv) if use_cache else logits
 
+    @staticmethod
+    def checkpoint_name(name):
+        """The checkpoint's name of the parameter `name`."""
+        return name
 
-def _checkpoint_files(model_dir):
-    index = os.path.join(model_dir, "model.safetensors.index.json")
-    if os.path.exists(index):
-        with open(index, encoding="utf-8") as handle:
-            return sorted(set(json.load(handle)["weight_map"].values()))
-    return ["model.safetensors"]
+
+# LLaDA's OLMo names (models.md §2.2) of SdarModel's module paths: the whole-model tensors, then
+# the suffixes after model.layers.{i}. (blocks.{i}. in the checkpoint).
+_LLADA_NAMES = {"model.embed_tokens.weight": "model.transformer.wte.weight",
+                "model.norm.weight": "model.transformer.ln_f.weight",
+                "lm_head.weight": "model.transformer.ff_out.weight"}
+_LLADA_LAYER_NAMES = {"input_layernorm": "attn_norm", "self_attn.q_proj": "q_proj", "self_attn.k_proj": "k_proj",
+                      "self_attn.v_proj": "v_proj", "self_attn.o_proj": "attn_out",
+                      "post_attention_layernorm": "ff_norm", "mlp.gate_proj": "ff_proj", "mlp.up_proj": "up_proj",
+                      "mlp.down_proj": "ff_out"}
+# config.json keys of LLaDA (OLMo) -> the SDAR keys SdarModel reads.
+_LLADA_KEYS = {"d_model": "hidden_size", "mlp_hidden_size": "intermediate_size", "n_layers": "num_hidden_layers",
+               "n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads", "rms_norm_eps": "rms_norm_eps",
+               "rope_theta": "rope_theta", "weight_tying": "tie_word_embeddings"}
+
+
+class LladaModel(SdarModel):
+    """LLaDA (models.md §2): the SDAR network without q/k norms, bidirectional in the engine (the
+    prefill part attends to all of itself, later blocks as SDAR's), saved and loaded under the
+    OLMo names (model.transformer.blocks.{i}.q_proj.weight, ...). config is LLaDA's config.json."""
+
+    qk_norm = False
+    block_causal = False
+
+    def __init__(self, config):
+        for key in ("rope", "alibi", "include_bias", "attention_layer_norm", "scale_logits", "input_emb_norm"):
+            if key in config and config[key] != (key == "rope"):
+                raise ValueError(f"LLaDA {key} = {config[key]!r} is not supported")
+        keys = {sdar: config[llada] for llada, sdar in _LLADA_KEYS.items() if llada in config}
+        keys["vocab_size"] = config.get("embedding_size") or config["vocab_size"]
+        keys["head_dim"] = config["d_model"] // config["n_heads"]
+        keys.setdefault("rms_norm_eps", 1e-5)  # OLMo's defaults
+        keys.setdefault("rope_theta", 10000.0)
+        super().__init__(keys)
+        self.config = config
+
+    @staticmethod
+    def checkpoint_name(name):
+        if name in _LLADA_NAMES:
+            return _LLADA_NAMES[name]
+        layer, dot, rest = name.removeprefix("model.layers.").partition(".")
+        module, _, kind = rest.rpartition(".")
+        if not (name.startswith("model.layers.") and dot and module in _LLADA_LAYER_NAMES):
+            raise ValueError(f"no LLaDA checkpoint name for parameter {name}")
+        return f"model.transformer.blocks.{layer}.{_LLADA_LAYER_NAMES[module]}.{kind}"
+
+
+def model_class(config):
+    """SdarModel or LladaModel, by config.json's model_type (architectures when it has none)."""
+    kind = config.get("model_type") or ("llada" if "LLaDAModelLM" in config.get("architectures", []) else "sdar")
+    if kind not in ("sdar", "llada"):
+        raise ValueError(f"model_type {kind!r} is not supported here (sdar, llada)")
+    return LladaModel if kind == "llada" else SdarModel
 
 
 def load_model(model_dir, device="cuda", dtype=torch.bfloat16):
-    """A SdarModel with the folder's weights (single file or sharded), every name checked."""
-    from safetensors.torch import load_file
-
+    """A SdarModel (LladaModel for a LLaDA folder) with the folder's weights (single file or
+    sharded), every name checked."""
     config = load_config(model_dir)
-    state = {}
-    for name in _checkpoint_files(model_dir):
-        state.update(load_file(os.path.join(model_dir, name)))
-    with torch.device("meta"):  # no throw-away random init of a large model
-        model = SdarModel(config)
-        if model.tied and "lm_head.weight" in state:  # a stored head wins over the flag (models.md §1.1)
-            model.lm_head.weight = nn.Parameter(torch.empty_like(model.lm_head.weight))
-            model.tied = False
+    stored = {name: torch.from_numpy(array) for name, array in safetensors_np.load_checkpoint(model_dir).items()}
+    model = model_class(config)(config)
+    if model.tied and model.checkpoint_name("lm_head.weight") in stored:  # a stored head wins over the flag
+        model.lm_head.weight = nn.Parameter(torch.empty_like(model.lm_head.weight))
+        model.tied = False
+    names = {model.checkpoint_name(name): name for name in model.state_dict()}
+    state = {names.get(name, name): tensor for name, tensor in stored.items()}  # unknown names fail below
     if model.tied and "model.embed_tokens.weight" in state:
         state["lm_head.weight"] = state["model.embed_tokens.weight"]
-    model.load_state_dict(state, strict=True, assign=True)
-    if model.tied:  # assign=True replaced the shared parameter by two
-        model.lm_head.weight = model.model.embed_tokens.weight
+    model.load_state_dict(state, strict=True)
     return model.to(device=device, dtype=dtype).eval()
 
 
 _DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
+_SAFETENSORS_DTYPES = {torch.bfloat16: "BF16", torch.float16: "F16", torch.float32: "F32"}
 
 
 def save_model(model, config, out_dir, dtype=torch.bfloat16):
     """Writes config.json (torch_dtype set to dtype) and model.safetensors with the HF names."""
-    from safetensors.torch import save_file
-
     os.makedirs(out_dir, exist_ok=True)
-    state = {name: t.detach().to(device="cpu", dtype=dtype).contiguous()
+    # Rounded to dtype by torch, then widened to float32 for the NumPy writer (exact: it stores
+    # them back as dtype without further rounding).
+    state = {model.checkpoint_name(name): t.detach().to(device="cpu", dtype=dtype).float().numpy()
              for name, t in model.state_dict().items()}
     if model.tied:  # HF stores a tied head once, as the embedding
-        del state["lm_head.weight"]
-    save_file(state, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+        del state[model.checkpoint_name("lm_head.weight")]
+    safetensors_io.write_safetensors(os.path.join(out_dir, "model.safetensors"), state, _SAFETENSORS_DTYPES[dtype],
+                                     metadata={"format": "pt"})
     with open(os.path.join(out_dir, "config.json"), "w", encoding="utf-8") as handle:
         json.dump(dict(config, torch_dtype=_DTYPE_NAMES[dtype]), handle, indent=2, sort_keys=True)
         handle.write("\n")
@@ -257,26 +337,22 @@ def step_counts(block, steps):
     return [block // steps + (s < block % steps) for s in range(steps)]
 
 
-def steps_needed(masks, counts):
-    """Denoise forwards a block with `masks` masked positions takes (the last step takes all)."""
-    total = 0
-    for s, count in enumerate(counts):
-        total += count
-        if total >= masks or s == len(counts) - 1:
-            return s + 1
-    raise AssertionError("unreachable")
-
-
 @torch.no_grad()
-def greedy_block_decode(model, prompts, block_length, steps, max_tokens, mask_id, stop_ids):
-    """Greedy block-diffusion decoding with low_confidence_static (docs/decoding.md), batched.
+def greedy_block_decode(model, prompts, block_length, steps, max_tokens, mask_id, stop_ids, dynamic_threshold=None):
+    """Greedy block-diffusion decoding (docs/decoding.md), batched: low_confidence_static, or
+    low_confidence_dynamic when dynamic_threshold is given.
 
-    prompts: lists of token ids (any lengths). Returns one completion id list per prompt: cut right
-    after the first stop token, at most max_tokens. Per sequence: the full prompt blocks are
-    prefilled block-causally; the prompt tail starts the first block; each denoise step commits
-    the most confident masked positions (the mask token is never a candidate; ties: lower
-    position); one save forward of the finished block writes its K/V. Finished sequences leave the
-    batch. Sequences are left-padded by multiples of B so that their blocks line up.
+    prompts: lists of token ids (any lengths). Returns (completions, forwards): per prompt, its
+    completion ids, cut right after the first stop token, at most max_tokens; and the forwards the
+    engine counts for it (num_forwards: its prefill, if the prompt holds a full block, plus its
+    denoise steps). Per sequence: the full prompt blocks are prefilled, block-causally
+    (bidirectionally where not model.block_causal: LLaDA; with B > P there is no prefill, pure
+    diffusion); the prompt tail starts the first block; each denoise step commits the scheduled
+    number of most confident masked positions (the mask token is never a candidate; ties: lower
+    position), or with dynamic_threshold every position more confident than it when there are at
+    least that many; a block stops once no mask is left; one save forward of the finished block
+    writes its K/V. Finished sequences leave the batch. Sequences are left-padded by multiples of
+    B so that their blocks line up.
     """
     B = block_length
     counts = step_counts(B, steps)
@@ -299,12 +375,15 @@ def greedy_block_decode(model, prompts, block_length, steps, max_tokens, mask_id
                               device=device)
         positions = (torch.arange(width, device=device)[None, :]
                      - torch.tensor(pads, device=device)[:, None]).clamp(min=0)
-        allowed = (valid[:, None, :] & block_causal_mask(width, B, device)[None]) \
-            | torch.eye(width, dtype=torch.bool, device=device)[None]
+        allowed = valid[:, None, :].expand(n, width, width)
+        if model.block_causal:
+            allowed = allowed & block_causal_mask(width, B, device)[None]
+        allowed = allowed | torch.eye(width, dtype=torch.bool, device=device)[None]
         _, kv = model.hidden(prefix, positions, allowed)
 
     active = list(range(n))  # prompt index of each batch row
     completions = [[] for _ in range(n)]
+    forwards = [int(f > 0) for f in prefills]
     tails = [p[f:] for p, f in zip(prompts, prefills)]
     block = torch.tensor([t + [mask_id] * (B - len(t)) for t in tails], device=device).reshape(n, B)
     masked = torch.tensor([[j >= len(t) for j in range(B)] for t in tails], dtype=torch.bool,
@@ -318,19 +397,29 @@ def greedy_block_decode(model, prompts, block_length, steps, max_tokens, mask_id
         positions = starts[:, None] + offsets[None, :]
         allowed = torch.cat([valid[:, None, :].expand(rows, B, valid.shape[1]),
                              torch.ones(rows, B, B, dtype=torch.bool, device=device)], dim=2)
-        for s in range(steps_needed(max(masks_left), counts)):
+        for s, count in enumerate(counts):
+            if not any(masks_left):
+                break
+            for row, left in zip(active, masks_left):
+                forwards[row] += left > 0
             logits = model(block, positions, allowed, past_kv=kv)
             logits[..., mask_id] = float("-inf")
             candidate = logits.argmax(dim=-1)  # lowest id on ties
             confidence = logits.softmax(dim=-1).gather(-1, candidate[..., None])[..., 0]
             confidence = confidence.masked_fill(~masked, float("-inf"))
-            take = [m if s == len(counts) - 1 else min(counts[s], m) for m in masks_left]
+            scheduled = [m if s == len(counts) - 1 else min(count, m) for m in masks_left]  # the last takes all
             order = confidence.argsort(dim=-1, descending=True, stable=True)
             rank = torch.empty_like(order).scatter_(1, order, offsets.expand(rows, B).contiguous())
-            commit = masked & (rank < torch.tensor(take, device=device)[:, None])
+            take = torch.tensor(scheduled, device=device)
+            commit = masked & (rank < take[:, None])
+            if dynamic_threshold is not None:
+                sure = masked & (confidence > dynamic_threshold)
+                commit = torch.where((sure.sum(dim=1) >= take)[:, None], sure, commit)
             block = torch.where(commit, candidate, block)
             masked &= ~commit
-            masks_left = [m - k for m, k in zip(masks_left, take)]
+            # A static strategy commits exactly what is scheduled: the host knows what is left, no read-back.
+            masks_left = masked.sum(dim=1).tolist() if dynamic_threshold is not None else \
+                [m - k for m, k in zip(masks_left, scheduled)]
         _, kv = model.hidden(block, positions, allowed, past_kv=kv)  # save forward
         valid = torch.cat([valid, torch.ones(rows, B, dtype=torch.bool, device=device)], dim=1)
 
@@ -361,4 +450,4 @@ def greedy_block_decode(model, prompts, block_length, steps, max_tokens, mask_id
         block = torch.full((rows, B), mask_id, dtype=torch.long, device=device)
         masked = torch.ones(rows, B, dtype=torch.bool, device=device)
         masks_left = [B] * rows
-    return completions
+    return completions, forwards
