@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-#   bench/run_gpu.sh [dense|moe|all] [ENGINE FLAGS...]      (default all)
+#   bench/run_gpu.sh [dense|moe|llada|all] [ENGINE FLAGS...]      (default all: dense and moe)
 #
 # dense: the GPU benchmarks on a random model of SDAR-4B's shapes (36 layers, hidden 2560, 32 q / 8 kv
 # heads of 128, MLP 9728, Qwen3 vocabulary), B = S = 4, greedy, low_confidence_static:
@@ -18,16 +18,26 @@
 # shapes (48 layers, hidden 2048, 32 q / 4 kv heads of 128, 128 experts of width 768, top-8,
 # norm_topk_prob, Qwen3 vocabulary; 61 GB of bf16 weights), B = S = 4, greedy. Its HF
 # transformers baseline: bench/torch_moe_eager.py.
+#
+# llada (issue 25; needs torch): a random model of LLaDA-8B's shapes (32 layers, hidden 4096, 32
+# heads of 128, MHA, MLP 12288, vocabulary 126,464, mask 126336; the small tokenizer, whose ids all
+# lie below), greedy, low_confidence_static, prompt 64, the rows of bench/llada_shapes.py: B = 1024
+# with the prompt inside the block (pure diffusion, 960 tokens) at batch 1 with 1,024 steps and at
+# batch 8 with 128 (minutes otherwise; its forwards have the same rows); B = 64, S = 64 at batch 1
+# and 64; B = 32, S = 32 at batch 1 and 32 (256 tokens each). Then, in the same run, the GEMM floor
+# of the engine's forwards on those rows (bench/llada_gemm_floor.py) and LLaDA's own generate in
+# plain PyTorch (bench/torch_llada_generate.py); engine ms/fwd against floor ms/fwd, tok/s
+# against the peer's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${JET_BUILD_DIR:-build}
 which=all
-if [[ ${1:-} == dense || ${1:-} == moe || ${1:-} == all ]]; then
+if [[ ${1:-} == dense || ${1:-} == moe || ${1:-} == llada || ${1:-} == all ]]; then
   which=$1
   shift
 fi
 
-if [[ $which != moe ]]; then
+if [[ $which == dense || $which == all ]]; then
   model=$build/models/sdar-4b-shapes
   [ -f "$model/config.json" ] || python3 tools/make_tiny_model.py --arch sdar --vocab qwen3 --layers 36 --hidden 2560 \
     --heads 32 --kv-heads 8 --head-dim 128 --intermediate 9728 --no-weights --out "$model"
@@ -41,11 +51,26 @@ if [[ $which != moe ]]; then
   done
 fi
 
-if [[ $which != dense ]]; then
+if [[ $which == moe || $which == all ]]; then
   model=$build/models/sdar-30b-a3b-shapes
   [ -f "$model/config.json" ] || python3 tools/make_tiny_model.py --arch sdar_moe --vocab qwen3 --layers 48 \
     --hidden 2048 --heads 32 --kv-heads 4 --head-dim 128 --experts 128 --top-k 8 --moe-intermediate 768 \
     --no-weights --out "$model"
   "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --batches 1,32,128,256,512 \
     --prompt-len 64 --max-tokens 128 --mode2 2000 --max-active 128 "$@"
+fi
+
+if [[ $which == llada ]]; then
+  model=$build/models/llada-8b-shapes
+  [ -f "$model/config.json" ] || python3 tools/make_tiny_model.py --arch llada --layers 32 --hidden 4096 --heads 32 \
+    --intermediate 12288 --vocab-size 126464 --mask-token-id 126336 --no-weights --out "$model"
+  llada_bench() {
+    "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --prompt-len 64 "$@"
+  }
+  llada_bench --block-length 1024 --max-model-len 1024 --max-tokens 960 --denoising-steps 1024 --batches 1 "$@"
+  llada_bench --block-length 1024 --max-model-len 1024 --max-tokens 960 --denoising-steps 128 --batches 8 "$@"
+  llada_bench --block-length 64 --max-model-len 320 --max-tokens 256 --denoising-steps 64 --batches 1,64 "$@"
+  llada_bench --block-length 32 --max-model-len 320 --max-tokens 256 --denoising-steps 32 --batches 1,32 "$@"
+  python3 bench/llada_gemm_floor.py
+  python3 bench/torch_llada_generate.py
 fi
