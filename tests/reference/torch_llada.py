@@ -18,34 +18,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from torch_sdar import apply_rope, rope_cos_sin
+from torch_sdar import RMSNorm, apply_rope, attention, rope_cos_sin
 
 # Config flags this network does not implement, with the value that would need them (models.md §2.1).
 _UNSUPPORTED = {"rope": False, "alibi": True, "include_bias": True, "include_qkv_bias": True,
                 "attention_layer_norm": True, "scale_logits": True, "input_emb_norm": True,
                 "weight_tying": True}
-
-
-def attention(q, k, v):
-    """Softmax attention without a mask, q/k/v [N, heads, T, d]: SDPA (flash on the GPU), or the
-    same product written out on torch < 2.0 (Debian's 1.13, which runs the CPU tests), which has no
-    SDPA."""
-    if hasattr(F, "scaled_dot_product_attention"):
-        return F.scaled_dot_product_attention(q, k, v)
-    return (q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5).softmax(dim=-1) @ v
-
-
-class RMSNorm(nn.Module):
-    """LLaDA's flavour: normalised in fp32, cast back to x's dtype, then times the weight."""
-
-    def __init__(self, dim, eps):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
-    def forward(self, x):
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
 
 
 class Block(nn.Module):
@@ -59,12 +37,12 @@ class Block(nn.Module):
         self.head_dim = hidden // self.num_heads
         inter = config.get("mlp_hidden_size") or config["mlp_ratio"] * hidden
         kv_width = self.num_kv_heads * self.head_dim
-        self.attn_norm = RMSNorm(hidden, eps)
+        self.attn_norm = RMSNorm(hidden, eps, weight_after_cast=True)
         self.q_proj = nn.Linear(hidden, hidden, bias=False)
         self.k_proj = nn.Linear(hidden, kv_width, bias=False)
         self.v_proj = nn.Linear(hidden, kv_width, bias=False)
         self.attn_out = nn.Linear(hidden, hidden, bias=False)
-        self.ff_norm = RMSNorm(hidden, eps)
+        self.ff_norm = RMSNorm(hidden, eps, weight_after_cast=True)
         self.ff_proj = nn.Linear(hidden, inter, bias=False)
         self.up_proj = nn.Linear(hidden, inter, bias=False)
         self.ff_out = nn.Linear(inter, hidden, bias=False)
@@ -100,7 +78,7 @@ class LladaModel(nn.Module):
         t = self.model.transformer = nn.Module()
         t.wte = nn.Embedding(rows, hidden)
         t.blocks = nn.ModuleList(Block(config) for _ in range(config["n_layers"]))
-        t.ln_f = RMSNorm(hidden, config.get("rms_norm_eps", 1e-5))
+        t.ln_f = RMSNorm(hidden, config.get("rms_norm_eps", 1e-5), weight_after_cast=True)
         t.ff_out = nn.Linear(hidden, rows, bias=False)
         self.head_dim = t.blocks[0].head_dim
         self.rope_theta = float(config.get("rope_theta", 10000.0))

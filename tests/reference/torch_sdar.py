@@ -47,17 +47,22 @@ def load_config(model_dir):
 
 
 class RMSNorm(nn.Module):
-    """x / sqrt(mean(x^2) + eps) * weight over the last axis, computed in fp32, cast back to x's dtype."""
+    """x / sqrt(mean(x^2) + eps) * weight over the last axis, the statistics in fp32. Qwen3 (SDAR)
+    applies the weight in fp32 and casts the product back to x's dtype; LLaDA casts the normalised
+    x back first and applies the weight in x's dtype (weight_after_cast)."""
 
-    def __init__(self, dim, eps):
+    def __init__(self, dim, eps, weight_after_cast=False):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
         self.eps = eps
+        self.weight_after_cast = weight_after_cast
 
     def forward(self, x):
         xf = x.float()
-        y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float()
-        return y.to(x.dtype)
+        normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.weight_after_cast:
+            return normed.to(x.dtype) * self.weight
+        return (normed * self.weight.float()).to(x.dtype)
 
 
 def rope_cos_sin(positions, head_dim, theta):
@@ -78,14 +83,17 @@ def apply_rope(x, cos, sin):
     return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1).to(x.dtype)
 
 
-def _math_attention(q, k, v, attn_mask):
-    """softmax(q k^T / sqrt(d), where attn_mask) v: what F.scaled_dot_product_attention computes,
-    for a torch that predates it (Debian's)."""
+def _math_attention(q, k, v, attn_mask=None):
+    """softmax(q k^T / sqrt(d), where attn_mask (None: every key)) v: what
+    F.scaled_dot_product_attention computes, for a torch that predates it (Debian's)."""
     scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
-    return scores.masked_fill(~attn_mask, float("-inf")).softmax(dim=-1).to(v.dtype) @ v
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    return scores.softmax(dim=-1).to(v.dtype) @ v
 
 
-_attention = getattr(F, "scaled_dot_product_attention", None) or _math_attention
+# attention(q, k, v, attn_mask=None): SDPA (flash on the GPU) where torch has it.
+attention = getattr(F, "scaled_dot_product_attention", None) or _math_attention
 
 
 class Attention(nn.Module):
@@ -125,7 +133,7 @@ class Attention(nn.Module):
             v = torch.cat([past[1], v], dim=2)
         # GQA: query head h reads kv head h // group.
         group = self.num_heads // self.num_kv_heads
-        out = _attention(q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1), attn_mask)
+        out = attention(q, k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1), attn_mask)
         return self.o_proj(out.transpose(1, 2).reshape(n, t, -1)), (k, v)
 
 
