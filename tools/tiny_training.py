@@ -11,7 +11,8 @@ completion positions start at the prompt length, and prompt positions are never 
 
 Loop: AdamW (no weight decay on norm weights), betas (0.9, 0.95), linear warm-up over
 --warmup-steps, then a cosine decay over the wall-clock budget to FINAL_LR_RATIO of --lr; gradients
-clipped to norm 1; bf16 autocast. The loss is read back only every --log-every steps.
+clipped to norm 1; bf16 autocast. The loss is read back only every --log-every steps; a report that
+is not finite stops the training with the weights of the last finite one.
 
 Every --eval-every seconds: greedy exact-match accuracy on a fixed set of fresh problems with the
 block-diffusion decoder of tests/reference/torch_sdar.py, which decodes as the engine does
@@ -39,6 +40,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -55,6 +57,10 @@ SENTINEL = "@@QUESTION@@"  # stands for the question when the chat template is r
 # The strategies every evaluation decodes with, and their dynamic_threshold: the static default and
 # the dynamic one at the engine's default threshold (docs/decoding.md §4).
 STRATEGIES = {"low_confidence_static": None, "low_confidence_dynamic": 0.9}
+
+
+class NonFiniteLoss(RuntimeError):
+    """Training diverged; the model holds the weights of the last finite loss report."""
 
 
 class Architecture:
@@ -219,6 +225,39 @@ def forward_logits(model, ids, positions, attn_mask, rows=None):
         return model.lm_head(h if rows is None else h[:, rows]).float()
 
 
+def completion_mask(starts, ends, length, block, eps, generator):
+    """[n, L] bool: which completion positions (starts <= pos < ends) to mask. Blocks are the
+    absolute spans [kB, (k + 1)B) (L a multiple of B); one ratio t ~ U(eps, 1] per block, each
+    position masked with probability t, and every block holding completion positions gets at
+    least one mask."""
+    n, device = starts.shape[0], starts.device
+    col = torch.arange(length, device=device)
+    eligible = (col >= starts[:, None]) & (col < ends[:, None])
+    ratio = 1.0 - (1.0 - eps) * torch.rand(n, length // block, device=device, generator=generator)
+    masked = eligible & (torch.rand(n, length, device=device, generator=generator)
+                         < ratio.repeat_interleave(block, dim=1))
+    shape = (n, length // block, block)
+    needs_one = eligible.view(shape).any(-1) & ~masked.view(shape).any(-1)
+    score = torch.rand(n, length, device=device, generator=generator).masked_fill(~eligible, -1.0)
+    # A random eligible position of each block (no F.one_hot: it syncs to validate its input).
+    pick = torch.arange(block, device=device) == score.view(shape).argmax(-1, keepdim=True)
+    return masked | (pick & needs_one[..., None]).view(n, length)
+
+
+def dual_stream_loss(model, ids, masked, mask_id, attn_mask):
+    """Mean cross-entropy over the masked positions of ids [n, L] (long), each predicted from the
+    input [x_noisy ; x_clean] (x_noisy = ids with the masked positions set to mask_id, both
+    halves at positions 0..L-1) under attn_mask ([2L, 2L] or [n, 2L, 2L], True = may attend): the
+    clean half stands for the K/V the engine has cached, so every block of an example trains in
+    one forward."""
+    length = ids.shape[1]
+    noisy = ids.masked_fill(masked, mask_id)
+    positions = torch.arange(length, device=ids.device).repeat(2)[None]
+    logits = forward_logits(model, torch.cat([noisy, ids], dim=1), positions, attn_mask, rows=slice(0, length))
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids.reshape(-1), reduction="none").view_as(ids)
+    return (ce * masked).sum() / masked.sum().clamp(min=1)
+
+
 def lr_at(args, step, elapsed, budget):
     warmup = min(1.0, (step + 1) / args.warmup_steps)
     frac = min(1.0, elapsed / budget)
@@ -312,6 +351,7 @@ def train(model, optimizer, args, buckets, objective, evaluators, log, device):
     params = [p for p in model.parameters()]
     budget = args.minutes * 60.0
     loss_sum, loss_steps = torch.zeros((), device=device), 0
+    last_good = (0, {name: t.detach().clone() for name, t in model.state_dict().items()})
     start = last_log = time.time()
     next_eval = start + args.eval_every
     step = 0
@@ -333,6 +373,11 @@ def train(model, optimizer, args, buckets, objective, evaluators, log, device):
         log["steps"] = step
         if step % args.log_every == 0:
             mean = (loss_sum / loss_steps).item()  # the only sync of the loop
+            if not math.isfinite(mean):
+                model.load_state_dict(last_good[1])
+                raise NonFiniteLoss(f"the loss became {mean} between steps {step - loss_steps} and {step}; "
+                                    f"the weights of step {last_good[0]} are kept")
+            last_good = (step, {name: t.detach().clone() for name, t in model.state_dict().items()})
             now = time.time()
             rate = loss_steps * args.batch / (now - last_log)
             log["loss_curve"].append([step, step * args.batch, round(now - start, 2), mean])

@@ -7,7 +7,7 @@ tools/tiny_training.py's).
     train_tiny_llada.py --out DIR --tokenizer-dir models/sdar-tiny-arith [--minutes 7] [--seed 0]
         [--layers 8 --hidden 256 --heads 4 --kv-heads 4 --intermediate 768]
         [--batch 1024 --lr 1e-3 --pool 1000000] [--block-lengths 4,8,16,32,64]
-        [--cached-prefix-share 0.5] [--eval-blocks 64,8]
+        [--eval-blocks 64,8]
 
 What the engine feeds a LLaDA model (docs/decoding.md §1), for block length B and a prompt of P
 tokens: num_prefill = floor(P / B) * B prompt tokens are prefilled, and the denoise forwards of
@@ -16,26 +16,26 @@ prompt's tail) see the prompt, the committed blocks before j and block j itself,
 position: unlike LLaDA's own generate, no masked future follows the block. With B > P that is pure
 diffusion: one canvas [0, B) holding the whole prompt and B - P masks.
 
-Examples: so each example is one such engine input. Per batch a block length B is drawn from
---block-lengths; per example a block j, uniformly among the blocks the target spans (the answer,
-then <|im_end|>); the canvas ends where block j ends. The prompt and the blocks before j are clean,
-the completion positions of block j are the ones that may be masked. Targets past <|im_end|> are
-<|endoftext|> (LLaDA's SFT pads answers with EOS, reference/models.md §2.4), so in pure diffusion
-the model learns to fill the rest of the canvas with it, and the engine stops at <|im_end|>.
+Examples: so each example trains every block of such an input at once. Per batch a block length
+B is drawn from --block-lengths; the example's canvas ends where the last block its target (the
+answer, then <|im_end|>) spans ends. Targets past <|im_end|> are <|endoftext|> (LLaDA's SFT pads
+answers with EOS, reference/models.md §2.4), so in pure diffusion the model learns to fill the
+rest of the canvas with it, and the engine stops at <|im_end|>.
 
-Objective (LLaDA's SFT loss, arXiv 2502.09992): per example a masking ratio t ~ U(eps, 1]; each of
-the block's completion positions is masked with probability t (none forced, so the estimate stays
-unbiased); the loss is the sum over masked positions of cross-entropy / t, divided by the number
-of maskable positions (LLaDA divides by the answer length: here the part of it in the example's
-block), averaged over the batch.
+Objective (LLaDA's masking objective, arXiv 2502.09992, cut into the engine's blocks): per example
+and block a masking ratio t ~ U(eps, 1]; each completion position of the block (the prompt's tail
+is never masked) is masked with probability t, at least one per block; the loss is the mean
+cross-entropy over the masked positions. LLaDA weights each masked position by 1/t instead (its
+likelihood bound); that estimator's variance made the tiny model learn no faster (bench/results/
+2026-12-04-h200.md, run 13), and greedy decoding needs the argmax, not the bound.
 
-Attention: the network is bidirectional; every token of the canvas attends every other (key
-padding past the canvas end is hidden). The engine's KV cache adds one difference in the
-semi-autoregressive case (P >= B or a second block): the K/V of the prefilled prompt and of a
-committed block were computed when they saw only themselves and what precedes them (model_np's
-segment rule: key segment <= query segment). In --cached-prefix-share of the examples the attention
-has that shape, so that those engine inputs are in distribution too; the others keep LLaDA's full
-bidirectional view of the canvas. Pure-diffusion examples are one segment: both views coincide.
+Attention: the input is [x_noisy ; x_clean], both halves at positions 0..L-1, in segments: 0 =
+the prefilled prompt blocks, then one per block from there. A noisy position sees its own
+segment's noisy positions (the block, bidirectionally, with the prompt's tail) and the clean
+positions of the earlier segments; a clean position sees the clean positions of its own segment
+and the earlier ones: the K/V the engine caches for the prefill and for each committed block,
+which were computed when they saw only themselves and what precedes them. With B > P (pure
+diffusion) the canvas is one bidirectional segment holding the prompt, as in LLaDA's own SFT.
 
 Evaluations decode at each B of --eval-blocks with S = B (one token per step for
 low_confidence_static, as LLaDA's steps = gen_length), with each strategy of
@@ -52,7 +52,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_tiny_model  # noqa: E402
@@ -74,10 +73,32 @@ def int_list(text):
     return values
 
 
+def training_mask(segment, inside):
+    """[n, 2L, 2L] bool (True = may attend) for the input [x_noisy ; x_clean], given each
+    position's segment [n, L] (0 = the prefill, then one per block) and whether it lies inside
+    the example's canvas [n, L]: noisy sees noisy of its own segment and clean of earlier ones;
+    clean sees clean of its own segment and earlier ones; a position outside the canvas is seen
+    by none and sees only itself (a row with no key would make NaNs)."""
+    query, key = segment[:, :, None], segment[:, None, :]
+    keys = inside[:, None, :]
+    noisy = torch.cat([(key == query) & keys, (key < query) & keys], dim=2)
+    clean = torch.cat([torch.zeros_like(noisy[:, :, :segment.shape[1]]), (key <= query) & keys], dim=2)
+    both = torch.cat([noisy, clean], dim=1)
+    return both | torch.eye(both.shape[1], dtype=torch.bool, device=both.device)
+
+
+def segments(starts, block, width):
+    """Per example, each position's segment [n, width]: 0 for the prefilled prompt blocks, then
+    1, 2, ... for the blocks from there."""
+    col = torch.arange(width, device=starts.device)
+    prefill = torch.div(starts, block, rounding_mode="floor") * block
+    return torch.where(col >= prefill[:, None],
+                       1 + torch.div(col - prefill[:, None], block, rounding_mode="floor"), 0)
+
+
 class LladaObjective:
     def __init__(self, args, buckets, mask_id, device):
-        self.block_lengths, self.share = args.block_lengths, args.cached_prefix_share
-        self.eps, self.mask_id = args.eps, mask_id
+        self.block_lengths, self.eps, self.mask_id = args.block_lengths, args.eps, mask_id
         # Columns a batch of bucket b at block length B reads: its examples' longest canvas.
         self.widths = [[int(canvas_ends(starts, ends, block).max()) for block in self.block_lengths]
                        for _, starts, ends in buckets]
@@ -87,32 +108,11 @@ class LladaObjective:
         k = int(self.rng.integers(len(self.block_lengths)))
         block, width = self.block_lengths[k], self.widths[b][k]
         ids = ids[:, :width]
-        n, device = ids.shape[0], ids.device
-        col = torch.arange(width, device=device)
-
-        def uniform(*shape):
-            return torch.rand(*shape, device=device, generator=generator)
-
-        prefill = torch.div(starts, block, rounding_mode="floor") * block
-        blocks = torch.div(ends - 1 - prefill, block, rounding_mode="floor") + 1  # blocks the target spans
-        begin = prefill + (uniform(n) * blocks).long() * block  # the example's block: [begin, end)
-        end = begin + block
-        maskable = (col >= torch.maximum(starts, begin)[:, None]) & (col < end[:, None])
-        ratio = 1.0 - (1.0 - self.eps) * uniform(n)
-        masked = maskable & (uniform(n, width) < ratio[:, None])
-        noisy = ids.masked_fill(masked, self.mask_id)
-
-        # Segments as the engine's cache has them: 0 = the prefill part, then one per block.
-        in_blocks = col[None, :] >= prefill[:, None]
-        segment = in_blocks * (1 + torch.div((col[None, :] - prefill[:, None]).clamp(min=0), block,
-                                             rounding_mode="floor"))
-        cached = (uniform(n) < self.share)[:, None, None]
-        allowed = (col[None, None, :] < end[:, None, None]) \
-            & (~cached | (segment[:, None, :] <= segment[:, :, None]))  # [n, query, key]
-        logits = tiny_training.forward_logits(model, noisy, col[None], allowed)
-        ce = F.cross_entropy(logits.view(-1, logits.shape[-1]), ids.reshape(-1), reduction="none").view_as(ids)
-        per_example = (ce * masked).sum(1) / (ratio * maskable.sum(1).clamp(min=1))
-        return per_example.mean()
+        canvas_end = canvas_ends(starts, ends, block)
+        masked = tiny_training.completion_mask(starts, canvas_end, width, block, self.eps, generator)
+        inside = torch.arange(width, device=ids.device)[None, :] < canvas_end[:, None]
+        mask = training_mask(segments(starts, block, width), inside)
+        return tiny_training.dual_stream_loss(model, ids, masked, self.mask_id, mask)
 
 
 class Llada(tiny_training.Architecture):
@@ -122,8 +122,6 @@ class Llada(tiny_training.Architecture):
     def add_arguments(self, parser):
         parser.add_argument("--block-lengths", default="4,8,16,32,64",
                             help="block lengths the examples are cut for, one drawn per batch")
-        parser.add_argument("--cached-prefix-share", type=float, default=0.5,
-                            help="share of examples whose prefix attends as the engine's KV cache has it")
         parser.add_argument("--eval-blocks", default="64,8", help="block lengths of the evaluations (S = B)")
 
     def check_arguments(self, parser, args):
@@ -131,8 +129,6 @@ class Llada(tiny_training.Architecture):
             args.block_lengths, args.eval_blocks = int_list(args.block_lengths), int_list(args.eval_blocks)
         except ValueError as error:
             parser.error(f"--block-lengths / --eval-blocks: {error}")
-        if not 0 <= args.cached_prefix_share <= 1:
-            parser.error("--cached-prefix-share must be in [0, 1]")
         if args.hidden % args.heads or (args.hidden // args.heads) % 2:
             parser.error("--hidden must be a multiple of --heads with an even quotient (LLaDA's head_dim, "
                          "which RoPE splits in pairs)")

@@ -23,48 +23,20 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import torch
-import torch.nn.functional as F
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_tiny_model  # noqa: E402
 import tiny_training  # noqa: E402
 import torch_sdar  # noqa: E402  (tiny_training puts tests/reference on the path)
 
 
-def completion_mask(starts, ends, length, block, eps, generator):
-    """[n, L] bool: which completion positions (starts <= pos < ends) to mask. One ratio
-    t ~ U(eps, 1] per block; every block holding completion positions gets at least one mask."""
-    n, device = starts.shape[0], starts.device
-    col = torch.arange(length, device=device)
-    eligible = (col >= starts[:, None]) & (col < ends[:, None])
-    ratio = 1.0 - (1.0 - eps) * torch.rand(n, length // block, device=device, generator=generator)
-    masked = eligible & (torch.rand(n, length, device=device, generator=generator)
-                         < ratio.repeat_interleave(block, dim=1))
-    shape = (n, length // block, block)
-    needs_one = eligible.view(shape).any(-1) & ~masked.view(shape).any(-1)
-    score = torch.rand(n, length, device=device, generator=generator).masked_fill(~eligible, -1.0)
-    # A random eligible position of each block (no F.one_hot: it syncs to validate its input).
-    pick = torch.arange(block, device=device) == score.view(shape).argmax(-1, keepdim=True)
-    return masked | (pick & needs_one[..., None]).view(n, length)
-
-
 class SdarObjective:
     def __init__(self, args, buckets, mask_id, device):
         self.block, self.eps, self.mask_id = args.block_size, args.eps, mask_id
-        lengths = [ids.shape[1] for ids, _, _ in buckets]
-        # Per bucket: both halves at positions 0..L-1, and the SDAR training mask.
-        self.positions = [torch.arange(L, device=device).repeat(2)[None] for L in lengths]
-        self.masks = [torch_sdar.sdar_training_mask(L, self.block, device) for L in lengths]
+        self.masks = [torch_sdar.sdar_training_mask(ids.shape[1], self.block, device) for ids, _, _ in buckets]
 
     def __call__(self, model, b, ids, starts, ends, generator):
-        length = ids.shape[1]
-        masked = completion_mask(starts, ends, length, self.block, self.eps, generator)
-        noisy = ids.masked_fill(masked, self.mask_id)
-        logits = tiny_training.forward_logits(model, torch.cat([noisy, ids], dim=1), self.positions[b],
-                                              self.masks[b], rows=slice(0, length))
-        ce = F.cross_entropy(logits.view(-1, logits.shape[-1]), ids.view(-1), reduction="none").view_as(ids)
-        return (ce * masked).sum() / masked.sum().clamp(min=1)
+        masked = tiny_training.completion_mask(starts, ends, ids.shape[1], self.block, self.eps, generator)
+        return tiny_training.dual_stream_loss(model, ids, masked, self.mask_id, self.masks[b])
 
 
 class Sdar(tiny_training.Architecture):
