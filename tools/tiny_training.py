@@ -14,6 +14,9 @@ Loop: AdamW (no weight decay on norm weights), betas (0.9, 0.95), linear warm-up
 clipped to norm 1; bf16 autocast. The loss is read back only every --log-every steps; a report that
 is not finite stops the training with the weights of the last finite one.
 
+Init: random (the network's init_weights), or with --init-from the weights of a trained model folder
+of the same sizes (init_from), whose rope_theta and rms_norm_eps the new config.json takes.
+
 Every --eval-every seconds: greedy exact-match accuracy on a fixed set of fresh problems with the
 block-diffusion decoder of tests/reference/torch_sdar.py, which decodes as the engine does
 (docs/decoding.md), at each decode setting (B, S) of the architecture and with each of STRATEGIES,
@@ -117,6 +120,9 @@ def parse_args(arch, argv, description):
     p.add_argument("--eval-problems", type=int, default=256)
     p.add_argument("--final-problems", type=int, default=1000)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--init-from", metavar="DIR",
+                   help="start from the weights of this model folder (SDAR or LLaDA, the same sizes; "
+                        "see init_from) instead of a random init")
     arch.add_arguments(p)
     args = p.parse_args(argv)
     if args.kv_heads is None:
@@ -256,6 +262,35 @@ def dual_stream_loss(model, ids, masked, mask_id, attn_mask):
     logits = forward_logits(model, torch.cat([noisy, ids], dim=1), positions, attn_mask, rows=slice(0, length))
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids.reshape(-1), reduction="none").view_as(ids)
     return (ce * masked).sum() / masked.sum().clamp(min=1)
+
+
+# config.json keys of the network's numerics, alike in SDAR's and LLaDA's configs: a model started
+# from another folder's weights takes that folder's values.
+INHERITED_CONFIG_KEYS = ("rope_theta", "rms_norm_eps")
+
+
+@torch.no_grad()
+def init_from(model, folder):
+    """Copies the weights of the model folder (SDAR or LLaDA, of model's sizes) into model. Where
+    the folder has fewer K/V heads, each is repeated over the query heads that read it (GQA
+    computes exactly that); its q/k norms, which a LLaDA network has not, are dropped (the one
+    change of function, which training then adapts to). Returns the names dropped."""
+    source = torch_sdar.load_model(str(folder), device="cpu", dtype=torch.float32).state_dict()
+    target = model.state_dict()
+    missing = sorted(set(target) - set(source))
+    if missing:
+        raise ValueError(f"{folder} has no weights for {', '.join(missing[:4])}")
+    for name, want in target.items():
+        have = source[name]
+        if name.endswith(("k_proj.weight", "v_proj.weight")) and have.shape != want.shape \
+                and have.shape[1:] == want.shape[1:] and want.shape[0] % have.shape[0] == 0:
+            heads = have.shape[0] // model.head_dim
+            have = have.view(heads, model.head_dim, -1).repeat_interleave(want.shape[0] // have.shape[0], dim=0)
+            have = have.reshape(want.shape)
+        if have.shape != want.shape:
+            raise ValueError(f"{name}: {folder} has shape {tuple(have.shape)}, the model {tuple(want.shape)}")
+        want.copy_(have)
+    return sorted(set(source) - set(target))
 
 
 def lr_at(args, step, elapsed, budget):
@@ -404,6 +439,9 @@ def main(arch, argv=None, description=None):
     mask_id, im_end, eos = (encoder.token_id(name) for name in ("<|MASK|>", "<|im_end|>", "<|endoftext|>"))
     rows = -(-len(encoder) // VOCAB_ALIGN) * VOCAB_ALIGN
     config = arch.config(args, SimpleNamespace(bos=eos, eos=eos, mask=mask_id, rows=rows))
+    if args.init_from:
+        source = torch_sdar.load_config(args.init_from)
+        config.update({key: source[key] for key in INHERITED_CONFIG_KEYS if key in source})
     generation = {"bos_token_id": eos, "eos_token_id": [im_end, eos], "pad_token_id": eos,
                   "transformers_version": config["transformers_version"]}
 
@@ -413,6 +451,10 @@ def main(arch, argv=None, description=None):
         raise SystemExit(f"{num_params:,} parameters are {2 * num_params:,} bytes in bf16, over the "
                          f"{MAX_MODEL_BYTES:,} byte limit: make the model smaller")
     model.init_weights()
+    if args.init_from:
+        dropped = init_from(model, args.init_from)
+        print(f"weights from {args.init_from}" + (f", without {len(dropped)} tensors ({dropped[0]}, ...)"
+                                                  if dropped else ""), flush=True)
     model.to(device).train()
     print(f"model: {arch.name}, {num_params:,} parameters, vocab {len(encoder)} -> {rows} rows, device {device}",
           flush=True)

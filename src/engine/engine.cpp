@@ -99,9 +99,9 @@ Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts
   block_length = options.block_length > 0 ? options.block_length : c.block_size;
   JET_CHECK(options.block_length >= 0, "block_length must be >= 1 (or 0 for the model's), got ",
             options.block_length);
-  if (block_length != c.block_size) {
+  if (c.trained_block_size && block_length != *c.trained_block_size) {
     log_warn("block_length ", block_length, " differs from the block size the model was trained with (",
-             c.block_size, "); quality may suffer");
+             *c.trained_block_size, "); quality may suffer");
   }
   const int32_t mask_id = options.mask_token_id >= 0 ? options.mask_token_id : c.mask_token_id;
   JET_CHECK(mask_id >= 0 && mask_id < c.vocab, "mask_token_id ", mask_id, " is outside the vocabulary [0, ",

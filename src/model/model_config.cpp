@@ -31,7 +31,7 @@ constexpr FamilyName kFamilies[] = {
 // mask_token_id; LLaDA's has no block size at all). Values from reference/models.md.
 constexpr int64_t kSdarBlockSize = 4;
 constexpr int64_t kSdarMaskId = 151669;
-constexpr int64_t kLladaBlockSize = 32;  // the LLaDA demo's block length
+constexpr int64_t kLladaBlockSize = 32;  // the LLaDA demo's block length, a default only
 constexpr int64_t kLladaMaskId = 126336;
 const std::vector<int64_t> kSdarEosIds = {151645, 151643};
 const std::vector<int64_t> kLladaEosIds = {126081, 126348};
@@ -151,6 +151,7 @@ void read_sdar(const JsonObject& config, ModelConfig& c) {
   c.qk_norm = true;
   c.block_causal = true;
   c.block_size = positive_int(config, "block_size", kSdarBlockSize);
+  c.trained_block_size = c.block_size;
   c.mask_token_id = config.get_int("mask_token_id", kSdarMaskId);
   if (c.family != ModelFamily::SDAR_MOE) return;
   c.num_experts = positive_int(config, "num_experts");
@@ -178,6 +179,7 @@ void read_llada(const JsonObject& config, ModelConfig& c) {
   c.qk_norm = false;
   c.block_causal = false;
   c.block_size = positive_int(config, "block_size", kLladaBlockSize);
+  if (config.has("block_size")) c.trained_block_size = c.block_size;
   c.mask_token_id = config.get_int("mask_token_id", kLladaMaskId);
 }
 

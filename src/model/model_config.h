@@ -34,6 +34,9 @@ struct ModelConfig {
   bool block_causal = true;  // SDAR: block-causal attention; LLaDA: bidirectional
 
   int64_t block_size = 0;  // default denoising block length
+  // The block length the model was trained with, where known: SDAR's (its config, else the
+  // family's 4); LLaDA's only where the config states one (LLaDA trains on whole responses).
+  std::optional<int64_t> trained_block_size;
   int64_t mask_token_id = 0;
   std::vector<int64_t> eos_token_ids;  // stop tokens
   std::optional<int64_t> bos_token_id;

@@ -149,3 +149,16 @@ def test_block_length_different_from_training_warns(sdar):
     path = write_prompts(sdar / "one.jsonl", random_prompts(1))
     done = run_cli(["generate", "--model", sdar, "--prompts", path, "--block-length", "8", "--max-tokens", "4"])
     assert done.returncode == 0 and "differs from the block size the model was trained with" in done.stderr
+
+
+def test_llada_warns_of_a_block_length_only_where_its_config_states_one(tmp_path):
+    """LLaDA trains on whole responses: its configs carry no block size, so no block length is foreign to it."""
+    llada = make_tiny_model("llada", tmp_path / "llada", 3)
+    path = write_prompts(tmp_path / "one.jsonl", random_prompts(1))
+    flags = ["--prompts", path, "--block-length", "64", "--max-tokens", "4"]
+    done = run_cli(["generate", "--model", llada, *flags])
+    assert done.returncode == 0 and "differs from the block size" not in done.stderr, done.stderr
+    config = json.loads((llada / "config.json").read_text())
+    (llada / "config.json").write_text(json.dumps(dict(config, block_size=32)))
+    done = run_cli(["generate", "--model", llada, *flags])
+    assert done.returncode == 0 and "differs from the block size the model was trained with (32)" in done.stderr

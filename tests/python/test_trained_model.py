@@ -10,8 +10,7 @@ and semi-autoregressive (B = 8), S = B, the static default (low_confidence_stati
 dynamic one (low_confidence_dynamic at 0.9): accuracy, and the forwards the dynamic strategy
 saves, each held against what the training's final check measured with the PyTorch decoder at the
 same setting (the folder's training_log.json); the failure messages give each row's tokens per
-forward. Skipped while the folder has no model.safetensors (the weights come from a GPU training
-run, tools/train_tiny_llada.py).
+forward. Skipped while the folder has no model.safetensors (tools/train_tiny_llada.py writes one).
 
 CPU backend, temperature 0, scored with bench/quality.py's functions. JET_ARITH_MODEL=DIR and
 JET_LLADA_ARITH_MODEL=DIR score other folders (fresh training runs): the SDAR one against the same

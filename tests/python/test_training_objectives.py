@@ -130,3 +130,22 @@ def test_a_non_finite_loss_stops_training_with_the_last_good_weights():
     assert log["steps"] == 6 and len(log["loss_curve"]) == 2
     for name, tensor in model.state_dict().items():
         assert torch.equal(tensor, after_step_4[name]), name
+
+
+def test_init_from_an_sdar_folder_gives_the_llada_network_its_function_without_qk_norms(tmp_path):
+    sdar = random_model(SDAR)
+    torch_sdar.save_model(sdar, SDAR, tmp_path, dtype=torch.float32)
+    llada_config = dict(LLADA, n_kv_heads=2, rope_theta=1e6, rms_norm_eps=1e-6)  # MHA over SDAR's 1 kv head
+    llada = torch_sdar.model_class(llada_config)(llada_config).eval()
+    dropped = tiny_training.init_from(llada, tmp_path)
+    assert dropped and all(name.endswith(("q_norm.weight", "k_norm.weight")) for name in dropped)
+    for layer in sdar.model.layers:
+        layer.self_attn.qk_norm = False  # what the copy computes: SDAR's network without its q/k norms
+    ids = torch.randint(0, MASK, (2, 12), generator=torch.Generator().manual_seed(4))
+    positions, allowed = torch.arange(12)[None], torch.ones(12, 12, dtype=torch.bool)
+    with torch.no_grad():
+        torch.testing.assert_close(llada(ids, positions, allowed), sdar(ids, positions, allowed), rtol=1e-5, atol=1e-5)
+
+    small = torch_sdar.model_class(dict(LLADA, d_model=16))(dict(LLADA, d_model=16))
+    with pytest.raises(ValueError, match="has shape"):
+        tiny_training.init_from(small, tmp_path)
