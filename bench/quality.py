@@ -5,7 +5,7 @@ of every remasking strategy at its default parameter, then a sweep of the dynami
 thresholds; with the parallelism each row buys (completion tokens per forward) and its wall time.
 
     bench/quality.py [--model DIR] [--n 1000] [--seed 0] [--device cpu|cuda|auto]
-                     [--block-length B [--steps S]] [--no-sweep] [--json OUT] [--markdown]
+                     [--block-length B [--steps S]] [--no-sweep] [--strategies A,B] [--json OUT] [--markdown]
 
 Every row decodes the same freshly generated problems (seeded), greedily (temperature 0), posed
 through the model's chat template, at each of the model family's decode settings (DECODES), or at
@@ -68,12 +68,12 @@ def default_of(parameter):
     return getattr(SamplingParams(), parameter)
 
 
-def runs(sweep=True):
-    """(strategy, parameter, value) of every row: each strategy at its default, then the sweeps.
-    parameter and value are None for strategies without one."""
-    rows = [(s, SWEEPS[s][0], default_of(SWEEPS[s][0])) if s in SWEEPS else (s, None, None) for s in STRATEGIES]
+def runs(sweep=True, strategies=STRATEGIES):
+    """(strategy, parameter, value) of every row: each of the strategies at its default, then their
+    sweeps. parameter and value are None for strategies without one."""
+    rows = [(s, SWEEPS[s][0], default_of(SWEEPS[s][0])) if s in SWEEPS else (s, None, None) for s in strategies]
     if sweep:
-        rows += [(s, parameter, v) for s, (parameter, values) in SWEEPS.items() for v in values
+        rows += [(s, parameter, v) for s, (parameter, values) in SWEEPS.items() if s in strategies for v in values
                  if v != default_of(parameter)]
     return rows
 
@@ -140,6 +140,7 @@ def parse_args(argv):
     p.add_argument("--block-length", type=int, help="one decode setting instead of the family's DECODES")
     p.add_argument("--steps", type=int, help="denoising steps per block (default: the block length)")
     p.add_argument("--no-sweep", action="store_true", help="only each strategy at its default")
+    p.add_argument("--strategies", help="comma-separated strategies to score (default: all of STRATEGIES)")
     p.add_argument("--json", type=Path, help="write the raw numbers here")
     p.add_argument("--markdown", action="store_true", help="print README-ready tables")
     args = p.parse_args(argv)
@@ -153,6 +154,10 @@ def parse_args(argv):
             args.steps = args.block_length
         if not 1 <= args.steps <= args.block_length:
             p.error("--block-length must be positive and --steps in 1..--block-length")
+    args.strategies = STRATEGIES if args.strategies is None else tuple(args.strategies.split(","))
+    unknown = [s for s in args.strategies if s not in STRATEGIES]
+    if unknown or not args.strategies:
+        p.error(f"--strategies: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(STRATEGIES)}")
     if not any(Path(args.model).glob("*.safetensors")):
         p.error(f"{args.model} holds no weights (*.safetensors)")
     return args
@@ -171,7 +176,7 @@ def main(argv=None):
         result["device"] = llm.summary.device
         prompts = chat_prompts(llm, problems)
         rows = []
-        for strategy, parameter, value in runs(sweep=not args.no_sweep):
+        for strategy, parameter, value in runs(sweep=not args.no_sweep, strategies=args.strategies):
             row = measure(llm, prompts, problems, strategy, parameter, value, steps, progress=show)
             rows.append(row)
             setting = f" {parameter}={value:g}" if parameter else ""
