@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from llada_shapes import LLADA_8B, ROWS, TINY, engine_forwards  # noqa: E402
+from llada_shapes import ROWS, add_target_arguments, engine_forwards, target  # noqa: E402
 
 HEAD_SAMPLES = 16
 
@@ -95,16 +95,12 @@ def spread(values, count):
 def main():
     parser = argparse.ArgumentParser(description="GEMM floor of the engine's LLaDA-8B forwards")
     parser.add_argument("--seconds", type=float, default=2.0, help="how long each figure is kept up")
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--tiny", action="store_true", help="toy shapes, to check the script (e.g. on a CPU)")
+    add_target_arguments(parser)
     args = parser.parse_args()
-    device = torch.device(args.device)
-    config = TINY if args.tiny else LLADA_8B
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    device, config, dtype, description = target(args)
     plans = {row: engine_forwards(row) for row in ROWS}
     products = Products(config, max(max(rows, masked) for f in plans.values() for rows, masked in f), device, dtype)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"torch {torch.__version__}, {name}: {'toy' if args.tiny else 'LLaDA-8B'} shapes, {dtype} torch.matmul, "
+    print(f"{description}, {dtype} torch.matmul, "
           f"each figure kept up for about {args.seconds:g} s")
     print(f"{'row':<24} {'forwards':>8} {'rows/fwd':>9} {'masked/fwd':>10} {'layers ms':>10} {'head ms':>8} "
           f"{'floor ms/fwd':>12} {'floor tok/s':>11}")

@@ -7,6 +7,7 @@ engine on the same rows.
     ROWS                   Row(block, steps, batch, prompt, max_tokens), greedy, low_confidence_static
     engine_forwards(row)   the engine's forwards of a row: (token rows, masked rows) each
     llada_generate_args(row)  LLaDA generate's (gen_length, block_length, steps) for the same decode
+    add_target_arguments(parser), target(args)   the --device / --tiny options both benchmarks take
 
 Rows: B = 1024 with the prompt inside the block (pure diffusion, 960 completion tokens); B = 64 and
 B = 32 with 256 completion tokens after a prompt of 64. Batch 8 at B = 1024 takes 128 steps (8
@@ -84,3 +85,21 @@ def llada_generate_args(row):
         raise ValueError(f"{row.name}: max_tokens {row.max_tokens} does not fill whole blocks")
     steps = sum(1 for _, masked in engine_forwards(row) if masked)
     return gen_length, gen_length if pure else row.block, steps
+
+
+def add_target_arguments(parser):
+    """--device and --tiny, the options of what a benchmark runs on."""
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--tiny", action="store_true", help="toy shapes, to check the script (e.g. on a CPU)")
+
+
+def target(args):
+    """(device, config, dtype, description) of --device and --tiny: bf16 on a GPU, fp32 elsewhere;
+    the description (torch, the device, the shapes) starts a report's first line."""
+    import torch  # here, so that the rows and the shapes need no torch
+
+    device = torch.device(args.device)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    shapes = "toy" if args.tiny else "LLaDA-8B"
+    return device, TINY if args.tiny else LLADA_8B, dtype, f"torch {torch.__version__}, {name}: {shapes} shapes"

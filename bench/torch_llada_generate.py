@@ -28,7 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "reference"))
 import torch_llada  # noqa: E402
-from llada_shapes import LLADA_8B, ROWS, TINY, llada_generate_args  # noqa: E402
+from llada_shapes import ROWS, add_target_arguments, llada_generate_args, target  # noqa: E402
 
 WARMUP_STEPS = 2
 
@@ -63,19 +63,15 @@ def per_step_seconds(model, prompts, decode, limit):
 def main():
     parser = argparse.ArgumentParser(description="PyTorch LLaDA generate throughput on LLaDA-8B's shapes")
     parser.add_argument("--max-timed-steps", type=int, default=64, help="steps timed per row at most (0: all)")
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--tiny", action="store_true", help="toy shapes, to check the script (e.g. on a CPU)")
+    add_target_arguments(parser)
     args = parser.parse_args()
     if args.max_timed_steps < 0:
         parser.error("--max-timed-steps must be 0 or more")
-    device = torch.device(args.device)
-    config = TINY if args.tiny else LLADA_8B
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    device, config, dtype, description = target(args)
     model = random_model(config, device, dtype)
     mask_id = config["mask_token_id"]
     generator = torch.Generator().manual_seed(0)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"torch {torch.__version__}, {name}: {'toy' if args.tiny else 'LLaDA-8B'} shapes, random {dtype} weights, "
+    print(f"{description}, random {dtype} weights, "
           f"LLaDA generate (whole canvas every step, no KV cache), greedy, low-confidence remasking, eager")
     print(f"{'row':<24} {'gen':>5} {'block':>6} {'steps':>6} {'canvas rows':>12} {'timed':>6} {'ms/step':>10} "
           f"{'tok/s':>10}")
