@@ -56,6 +56,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_tiny_model  # noqa: E402
 import tiny_training  # noqa: E402
+import torch_sdar  # noqa: E402  (tiny_training puts tests/reference on the path)
 
 
 def canvas_ends(starts, ends, block):
@@ -71,20 +72,6 @@ def int_list(text):
     if not values or min(values) <= 0:
         raise ValueError(f"expected positive integers separated by commas, got {text!r}")
     return values
-
-
-def training_mask(segment, inside):
-    """[n, 2L, 2L] bool (True = may attend) for the input [x_noisy ; x_clean], given each
-    position's segment [n, L] (0 = the prefill, then one per block) and whether it lies inside
-    the example's canvas [n, L]: noisy sees noisy of its own segment and clean of earlier ones;
-    clean sees clean of its own segment and earlier ones; a position outside the canvas is seen
-    by none and sees only itself (a row with no key would make NaNs)."""
-    query, key = segment[:, :, None], segment[:, None, :]
-    keys = inside[:, None, :]
-    noisy = torch.cat([(key == query) & keys, (key < query) & keys], dim=2)
-    clean = torch.cat([torch.zeros_like(noisy[:, :, :segment.shape[1]]), (key <= query) & keys], dim=2)
-    both = torch.cat([noisy, clean], dim=1)
-    return both | torch.eye(both.shape[1], dtype=torch.bool, device=both.device)
 
 
 def segments(starts, block, width):
@@ -111,7 +98,7 @@ class LladaObjective:
         canvas_end = canvas_ends(starts, ends, block)
         masked = tiny_training.completion_mask(starts, canvas_end, width, block, self.eps, generator)
         inside = torch.arange(width, device=ids.device)[None, :] < canvas_end[:, None]
-        mask = training_mask(segments(starts, block, width), inside)
+        mask = torch_sdar.dual_stream_mask(segments(starts, block, width), inside)
         return tiny_training.dual_stream_loss(model, ids, masked, self.mask_id, mask)
 
 

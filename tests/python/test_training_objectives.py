@@ -71,7 +71,7 @@ def test_llada_training_forward_equals_the_engines_steps(block, prompt):
     noisy = clean.masked_fill(masked, MASK)
     noisy[end:] = MASK - 1  # padding past the canvas differs between the halves: it must not leak
     inside = torch.arange(width)[None] < end
-    mask = train_tiny_llada.training_mask(train_tiny_llada.segments(starts, block, width), inside)
+    mask = torch_sdar.dual_stream_mask(train_tiny_llada.segments(starts, block, width), inside)
     with torch.no_grad():
         got = training_block_logits(model, clean, noisy, mask)[prefill:end]
         want = stepwise_block_logits(model, clean, noisy, prefill, block, end)

@@ -12,6 +12,7 @@ and as the plain-PyTorch eager baseline of the benchmarks (what a user would wri
     logits, kv = model(ids, positions, attn_mask, past_kv, use_cache=True)
     model = load_model(dir, device, dtype); save_model(model, config, out_dir)
     block_causal_mask(T, B), sdar_training_mask(L, B)          bool masks, True = may attend
+    dual_stream_mask(segment, inside)                          the training masks of any segments
     completions, forwards = greedy_block_decode(model, prompts, B, S, max_tokens, mask_id, stop_ids
                                                 [, dynamic_threshold])
 
@@ -327,15 +328,27 @@ def block_causal_mask(length, block, device=None):
     return b[None, :] <= b[:, None]
 
 
+def dual_stream_mask(segment, inside):
+    """[n, 2L, 2L] bool for the training input [x_noisy ; x_clean] (both halves at positions
+    0..L-1), given each position's segment [n, L] and whether it lies inside the example [n, L]:
+    a noisy position sees the noisy positions of its own segment and the clean ones of earlier
+    segments; a clean one sees the clean positions of its own segment and earlier ones; clean
+    never sees noisy. Nothing sees a position outside the example, which sees only itself (a row
+    with no key would make NaNs)."""
+    query, key = segment[:, :, None], segment[:, None, :]
+    keys = inside[:, None, :]
+    noisy = torch.cat([(key == query) & keys, (key < query) & keys], dim=2)
+    clean = torch.cat([torch.zeros_like(noisy[:, :, :segment.shape[1]]), (key <= query) & keys], dim=2)
+    both = torch.cat([noisy, clean], dim=1)
+    return both | torch.eye(both.shape[1], dtype=torch.bool, device=both.device)
+
+
 def sdar_training_mask(length, block, device=None):
-    """[2L, 2L] bool for the training input [x_noisy ; x_clean] (models.md §1.4), both halves at
-    positions 0..L-1: a noisy block sees itself and the clean blocks before it; a clean block sees
-    the clean blocks up to itself; clean never sees noisy."""
-    b = torch.arange(length, device=device) // block
-    q, k = b[:, None], b[None, :]
-    noisy = torch.cat([q == k, k < q], dim=1)
-    clean = torch.cat([torch.zeros_like(q == k), k <= q], dim=1)
-    return torch.cat([noisy, clean], dim=0)
+    """[2L, 2L] bool for SDAR's training input (models.md §1.4): dual_stream_mask with one segment
+    per block of B, so a noisy block sees itself and the clean blocks before it, a clean block the
+    clean blocks up to itself."""
+    segment = (torch.arange(length, device=device) // block)[None]
+    return dual_stream_mask(segment, torch.ones_like(segment, dtype=torch.bool))[0]
 
 
 def step_counts(block, steps):
