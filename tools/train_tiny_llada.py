@@ -27,7 +27,7 @@ and block a masking ratio t ~ U(eps, 1]; each completion position of the block (
 is never masked) is masked with probability t, at least one per block; the loss is the mean
 cross-entropy over the masked positions. LLaDA weights each masked position by 1/t instead (its
 likelihood bound); that estimator's variance made the tiny model learn no faster (bench/results/
-2026-12-04-h200.md, run 13), and greedy decoding needs the argmax, not the bound.
+has the comparison), and greedy decoding needs the argmax, not the bound.
 
 Attention: the input is [x_noisy ; x_clean], both halves at positions 0..L-1, in segments: 0 =
 the prefilled prompt blocks, then one per block from there. A noisy position sees its own
