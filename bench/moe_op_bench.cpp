@@ -75,11 +75,11 @@ int main(int argc, char** argv) {
   uint32_t seed = 1;
   for (int l = 0; l < layers; ++l) {
     MoeWeights w{be.alloc_tensor(owner, DType::BF16, {kExperts, kHidden}),
-                 be.alloc_tensor(owner, DType::BF16, {kExperts, 2 * kInter, kHidden}),
-                 be.alloc_tensor(owner, DType::BF16, {kExperts, kHidden, kInter}), kTopK, true};
+                 {be.alloc_tensor(owner, DType::BF16, {kExperts, 2 * kInter, kHidden})},
+                 {be.alloc_tensor(owner, DType::BF16, {kExperts, kHidden, kInter})}, kTopK, true};
     fill_uniform(be, w.router, seed++, 1.0f);
-    fill_uniform(be, w.gate_up, seed++, 0.05f);
-    fill_uniform(be, w.down, seed++, 0.05f);
+    fill_uniform(be, w.gate_up.weight, seed++, 0.05f);
+    fill_uniform(be, w.down.weight, seed++, 0.05f);
     weights.push_back(w);
   }
 

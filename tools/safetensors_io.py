@@ -9,7 +9,8 @@ import struct
 import numpy as np
 
 # safetensors dtype name -> (NumPy storage dtype, element size)
-_STORAGE = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2"), "I32": np.dtype("<i4")}
+_STORAGE = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2"), "I32": np.dtype("<i4"),
+            "F8_E4M3": np.dtype("u1")}
 
 
 def f32_to_bf16_bits(values):
@@ -31,8 +32,9 @@ def _encode(array, dtype):
     return np.ascontiguousarray(array, dtype=_STORAGE[dtype]).tobytes()
 
 
-def write_safetensors(path, tensors, dtype, metadata=None):
-    """Writes {name: float array} to `path`, every tensor stored as `dtype` (BF16, F16 or F32).
+def write_safetensors(path, tensors, dtype, metadata=None, dtypes=None):
+    """Writes {name: float array} to `path`, every tensor stored as `dtype` (BF16, F16 or F32)
+    but those named in `dtypes` ({name: dtype}; F8_E4M3 tensors are given as their uint8 codes).
 
     Layout as the reference writer: header padded with spaces to a multiple of 8 bytes, tensors
     back to back in the given order, so every tensor is aligned to its element size.
@@ -42,8 +44,9 @@ def write_safetensors(path, tensors, dtype, metadata=None):
     blobs = []
     offset = 0
     for name, array in tensors.items():
-        blob = _encode(array, dtype)
-        header[name] = {"dtype": dtype, "shape": list(np.shape(array)), "data_offsets": [offset, offset + len(blob)]}
+        tensor_dtype = (dtypes or {}).get(name, dtype)
+        blob = _encode(array, tensor_dtype)
+        header[name] = {"dtype": tensor_dtype, "shape": list(np.shape(array)), "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
         offset += len(blob)
     text = json.dumps(header, separators=(",", ":")).encode()

@@ -112,6 +112,7 @@ void print_text(const Inspection& x) {
   std::printf("eos tokens:      %s\n", join(c.eos_token_ids).c_str());
   std::printf("parameters:      %s (%lld)\n", short_count(x.parameters).c_str(), static_cast<long long>(x.parameters));
   std::printf("dtype:           %s\n", std::string(dtype_name(x.dtype)).c_str());
+  if (c.fp8_checkpoint) std::printf("quantization:    FP8 checkpoint (e4m3 projections with scales)\n");
   std::printf("shards:          %zu\n", x.shards);
   if (!x.report.unexpected.empty()) {
     std::printf("unexpected:      %zu tensor(s), ignored:", x.report.unexpected.size());
@@ -159,6 +160,7 @@ void print_json(const Inspection& x) {
       {"bos_token_id", c.bos_token_id ? nlohmann::ordered_json(*c.bos_token_id) : nlohmann::ordered_json(nullptr)},
       {"parameters", x.parameters},
       {"dtype", std::string(dtype_name(x.dtype))},
+      {"fp8_checkpoint", c.fp8_checkpoint},
       {"shards", x.shards},
       {"weights_ok", x.report.ok()},
       {"problems", x.report.problems},

@@ -20,6 +20,8 @@ const char* const kEngineFlagsHelp = R"(Engine
   --threads N               CPU threads (default: all cores)
   --no-prefix-caching       do not share KV pages of identical prompt prefixes
   --enforce-eager           CUDA: no CUDA graphs (launch every op of every forward)
+  --quantization fp8        quantize the projections to FP8 e4m3 as they load (an FP8
+                            checkpoint runs FP8 without it; CPU backend today; docs/fp8.md)
   --load-format auto|dummy  dummy: random weights of the model's shapes instead of its
                             safetensors (benchmarks; the folder needs config.json and the
                             tokenizer only) (default auto)
@@ -28,7 +30,7 @@ const char* const kEngineFlagsHelp = R"(Engine
 std::set<std::string> with_engine_value_flags(std::set<std::string> flags) {
   flags.insert({"--model", "--device", "--block-length", "--max-num-seqs", "--max-model-len", "--kv-page-size",
                 "--max-num-batched-tokens", "--kv-cache-mb", "--kv-pages", "--gpu-memory-utilization", "--mask-token-id", "--threads",
-                "--load-format"});
+                "--load-format", "--quantization"});
   return flags;
 }
 
@@ -57,6 +59,7 @@ EngineOptions read_engine_options(const ArgParser& args) {
   o.enable_prefix_caching = !args.has("--no-prefix-caching");
   o.enforce_eager = args.has("--enforce-eager");
   o.load_format = args.get("--load-format").value_or(o.load_format);
+  o.quantization = args.get("--quantization").value_or(o.quantization);
   return o;
 }
 

@@ -22,6 +22,9 @@ struct EngineOptions {
   // "auto": the folder's safetensors; "dummy": random weights of the model's shapes (seed 0; for
   // benchmarks: the folder then needs config.json and the tokenizer only, as in vLLM).
   std::string load_format = "auto";
+  // "": projections as the checkpoint stores them (an FP8 checkpoint runs FP8); "fp8": float
+  // projections are quantized to FP8 e4m3 as they load (docs/fp8.md; the CPU backend today).
+  std::string quantization;
   std::string device = "auto";    // "cpu", "cuda" or "auto"
   int32_t mask_token_id = -1;     // -1: the model's (config.json, else the family default)
   int block_length = 0;           // 0: the model's training block size

@@ -14,6 +14,7 @@ from ._checks import check_bool, check_choice, check_float, check_int
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 LOAD_FORMATS = ("auto", "dummy")
+QUANTIZATIONS = (None, "fp8")
 
 
 @dataclass
@@ -54,6 +55,9 @@ class Config:
     kv_cache_memory_bytes (KV-cache budget, 0 = the backend's default); enable_prefix_caching;
     load_format ("auto": the folder's safetensors; "dummy": random weights of config.json's shapes,
     for benchmarks, as in vLLM: the folder needs config.json and the tokenizer only).
+    quantize_fp8 (the original's name) or quantization="fp8": the projections are quantized to FP8
+    e4m3 as they load, with per-channel weight scales and dynamic per-row activation scales
+    (docs/fp8.md; the CPU backend today). A checkpoint stored in FP8 runs FP8 without either.
     """
 
     model: str
@@ -77,6 +81,8 @@ class Config:
     kv_cache_memory_bytes: int = 0
     enable_prefix_caching: bool = True
     load_format: str = "auto"
+    quantize_fp8: bool = False
+    quantization: Optional[str] = None
 
     def __post_init__(self):
         if not isinstance(self.model, (str, os.PathLike)):
@@ -108,6 +114,10 @@ class Config:
         check_int("kv_cache_memory_bytes", self.kv_cache_memory_bytes, minimum=0)
         check_bool("enable_prefix_caching", self.enable_prefix_caching)
         check_choice("load_format", self.load_format, LOAD_FORMATS)
+        check_bool("quantize_fp8", self.quantize_fp8)
+        if self.quantization not in QUANTIZATIONS:
+            raise ValueError(f"quantization must be None (as the checkpoint stores its weights) or 'fp8', "
+                             f"got {self.quantization!r}")
 
     @classmethod
     def from_kwargs(cls, model, kwargs):
@@ -143,4 +153,5 @@ class Config:
         options.enforce_eager = self.enforce_eager
         options.gpu_memory_utilization = self.gpu_memory_utilization
         options.load_format = self.load_format
+        options.quantization = "fp8" if self.quantize_fp8 or self.quantization == "fp8" else ""
         return options

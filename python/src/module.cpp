@@ -29,6 +29,7 @@ void bind_options(py::module_& m) {
       .def_readwrite("num_threads", &jet::EngineOptions::num_threads)
       .def_readwrite("profile_ops", &jet::EngineOptions::profile_ops)
       .def_readwrite("enforce_eager", &jet::EngineOptions::enforce_eager)
+      .def_readwrite("quantization", &jet::EngineOptions::quantization)
       .def_readwrite("gpu_memory_utilization", &jet::EngineOptions::gpu_memory_utilization)
       .def_readwrite("load_format", &jet::EngineOptions::load_format);
 

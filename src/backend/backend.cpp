@@ -105,6 +105,10 @@ DecodeState Backend::alloc_decode_state(int num_slots, int block_length, int voc
   return st;
 }
 
+void Backend::matmul_fp8(const Tensor&, const Linear&, Tensor&) {
+  throw Error(str("matmul_fp8: the ", name(), " backend has no FP8 GEMMs"));
+}
+
 void Backend::denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) {
   sample_positions(logits, 0, rows, num_rows, st);
   commit_step(rows, num_rows, logits.ndim == 2 ? logits.dim(0) : 0, st);

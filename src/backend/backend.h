@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/tensor.h"
+#include "core/fp8.h"
 #include "core/host_device.h"
 
 namespace jet {
@@ -61,10 +62,21 @@ struct KvCache {
 
 // --- Per-layer weights the ops take --------------------------------------------------------------
 
+// A projection's weight w [N, K] (per expert [E, N, K], scales then [E, ...] too): in the
+// backend's compute dtype, or FP8: e4m3 codes (DType::F8E4M3) and the fp32 scales that
+// dequantize them, w = code * scale.
+struct Linear {
+  Tensor weight;
+  Tensor scale;  // FP8 only
+  Fp8Scaling scaling = Fp8Scaling::PerChannel;
+
+  bool fp8() const { return weight.dtype == DType::F8E4M3; }
+};
+
 struct MoeWeights {
-  Tensor router;   // [E, H]
-  Tensor gate_up;  // [E, 2I, H]: rows [0, I) gate, [I, 2I) up
-  Tensor down;     // [E, H, I]
+  Tensor router;   // [E, H] (never FP8: it decides the routing)
+  Linear gate_up;  // [E, 2I, H]: rows [0, I) gate, [I, 2I) up
+  Linear down;     // [E, H, I]
   int top_k = 0;
   bool renormalize = true;  // renormalise the top-k routing weights to sum 1
 };
@@ -199,6 +211,11 @@ class Backend {
   virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
   // out[M, N] = x[M, K] · w[N, K]ᵀ
   virtual void matmul(const Tensor& x, const Tensor& w, Tensor& out) = 0;
+  // The same for an FP8 weight (Linear::fp8): x is quantized to e4m3 with dynamic scales (one
+  // per row, or per row and 128 columns under Block128; fp8.h's rule), the products of codes
+  // are summed in fp32 and scaled back (docs/fp8.md). Backends without FP8 GEMMs refuse it.
+  virtual bool supports_fp8() const { return false; }
+  virtual void matmul_fp8(const Tensor& x, const Linear& w, Tensor& out);
   // out = x / rms(x) * w, statistics in fp32
   virtual void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
   // residual += x; out = rmsnorm(residual, w)
@@ -220,6 +237,7 @@ class Backend {
   // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]
   virtual void swiglu(const Tensor& gate_up, Tensor& out) = 0;
   // out[T, H] = Σ_top-k routing weight * expert(x); router softmax in fp32 over all experts.
+  // FP8 experts (w.gate_up.fp8()) quantize their inputs as matmul_fp8 does.
   virtual void moe(const Tensor& x, const MoeWeights& w, Tensor& out) = 0;
 
   // Runs `work`, a fixed sequence of op calls whose launch shapes `key` determines (same key, same

@@ -2,6 +2,7 @@
 #include "backend/op_checks.h"
 
 #include <algorithm>
+#include <string>
 
 #include "backend/tensor_checks.h"
 #include "core/error.h"
@@ -86,6 +87,37 @@ PagedBatchShape check_qk_norm_rope_args(const Tensor& qkv, const Tensor& q_norm,
   return check_paged_batch("qk_norm_rope", batch, T, page_size, num_pages);
 }
 
+void check_fp8_linear(const Linear& w, const char* op, const char* name, std::initializer_list<int64_t> dims) {
+  check_tensor(w.weight, op, name, DType::F8E4M3, dims);
+  const bool experts_stacked = dims.size() == 3;
+  const int64_t experts = experts_stacked ? w.weight.shape[0] : 1;
+  const int64_t n = w.weight.shape[experts_stacked ? 1 : 0], k = w.weight.shape[experts_stacked ? 2 : 1];
+  const std::string scale_name = str(name, " scale");
+  if (w.scaling == Fp8Scaling::PerChannel) {
+    if (experts_stacked) {
+      check_tensor(w.scale, op, scale_name.c_str(), DType::F32, {experts, n});
+    } else {
+      check_tensor(w.scale, op, scale_name.c_str(), DType::F32, {n});
+    }
+  } else {
+    const int64_t nb = (n + 127) / 128, kb = (k + 127) / 128;
+    if (experts_stacked) {
+      check_tensor(w.scale, op, scale_name.c_str(), DType::F32, {experts, nb, kb});
+    } else {
+      check_tensor(w.scale, op, scale_name.c_str(), DType::F32, {nb, kb});
+    }
+  }
+}
+
+MatmulShape check_matmul_fp8_args(const Tensor& x, const Linear& w, const Tensor& out, DType dtype) {
+  check_tensor(x, "matmul_fp8", "x", dtype, {-1, -1});
+  const int64_t M = x.dim(0), K = x.dim(1);
+  check_fp8_linear(w, "matmul_fp8", "w", {-1, K});
+  const int64_t N = w.weight.dim(0);
+  check_tensor(out, "matmul_fp8", "out", dtype, {M, N});
+  return {M, N, K};
+}
+
 MoeShape check_moe_args(const Tensor& x, const MoeWeights& w, const Tensor& out, DType dtype) {
   check_tensor(x, "moe", "x", dtype, {-1, -1});
   MoeShape s;
@@ -93,10 +125,18 @@ MoeShape check_moe_args(const Tensor& x, const MoeWeights& w, const Tensor& out,
   s.hidden = x.dim(1);
   check_tensor(w.router, "moe", "router", dtype, {-1, s.hidden});
   s.experts = w.router.dim(0);
-  check_tensor(w.gate_up, "moe", "gate_up", dtype, {s.experts, -1, s.hidden});
-  JET_CHECK(w.gate_up.dim(1) % 2 == 0, "moe: gate_up has an odd row count ", w.gate_up.dim(1));
-  s.inter = w.gate_up.dim(1) / 2;
-  check_tensor(w.down, "moe", "down", dtype, {s.experts, s.hidden, s.inter});
+  const bool fp8 = w.gate_up.fp8();
+  const auto check_experts = [&](const Linear& l, const char* name, std::initializer_list<int64_t> dims) {
+    if (fp8) {
+      check_fp8_linear(l, "moe", name, dims);
+    } else {
+      check_tensor(l.weight, "moe", name, dtype, dims);
+    }
+  };
+  check_experts(w.gate_up, "gate_up", {s.experts, -1, s.hidden});
+  JET_CHECK(w.gate_up.weight.dim(1) % 2 == 0, "moe: gate_up has an odd row count ", w.gate_up.weight.dim(1));
+  s.inter = w.gate_up.weight.dim(1) / 2;
+  check_experts(w.down, "down", {s.experts, s.hidden, s.inter});
   check_tensor(out, "moe", "out", dtype, {s.tokens, s.hidden});
   s.top_k = w.top_k;
   JET_CHECK(s.top_k >= 1 && s.top_k <= s.experts, "moe: top_k ", s.top_k, " must be in [1, ", s.experts, " experts]");

@@ -1,10 +1,11 @@
 // The argument checks of the ops that both backends validate alike (rmsnorm, add_rmsnorm,
-// qk_norm_rope, attention's cache and paged batch, moe), with the backend's activation dtype as
+// qk_norm_rope, attention's cache and paged batch, matmul_fp8, moe), with the backend's activation dtype as
 // the one difference: one place for the rules and the messages. Each throws jet::Error naming
 // the op and the tensor, and returns the sizes it validated.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "backend/backend.h"
 
@@ -42,6 +43,14 @@ PagedBatchShape check_paged_batch(const char* op, const ForwardBatch& batch, int
 PagedBatchShape check_qk_norm_rope_args(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
                                         const ForwardBatch& batch, int nh, int nkv, int hd, const Tensor& k_cache,
                                         const Tensor& v_cache, int page_size, DType dtype);
+// An FP8 weight whose codes are [dims...] (dims as check_tensor's) with scales of its
+// scaling's shape (backend.h, Linear); returns nothing, throws naming the op.
+void check_fp8_linear(const Linear& w, const char* op, const char* name, std::initializer_list<int64_t> dims);
+// Checks x [M, K], an FP8 w [N, K] and out [M, N] of matmul_fp8; returns {M, N, K}.
+struct MatmulShape {
+  int64_t m = 0, n = 0, k = 0;
+};
+MatmulShape check_matmul_fp8_args(const Tensor& x, const Linear& w, const Tensor& out, DType dtype);
 MoeShape check_moe_args(const Tensor& x, const MoeWeights& w, const Tensor& out, DType dtype);
 
 }  // namespace jet

@@ -28,6 +28,10 @@ class ProfilingBackend final : public Backend {
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override {
     timed("matmul", [&] { inner_->matmul(x, w, out); });
   }
+  bool supports_fp8() const override { return inner_->supports_fp8(); }
+  void matmul_fp8(const Tensor& x, const Linear& w, Tensor& out) override {
+    timed("matmul_fp8", [&] { inner_->matmul_fp8(x, w, out); });
+  }
   void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override {
     timed("rmsnorm", [&] { inner_->rmsnorm(x, w, eps, out); });
   }

@@ -2,6 +2,7 @@
 #include "core/dtype.h"
 
 #include "core/error.h"
+#include "core/fp8.h"
 
 namespace jet {
 
@@ -11,6 +12,7 @@ std::string_view dtype_name(DType t) {
     case DType::F16: return "F16";
     case DType::BF16: return "BF16";
     case DType::I32: return "I32";
+    case DType::F8E4M3: return "F8_E4M3";
   }
   return "?";
 }
@@ -78,6 +80,11 @@ void convert_to_f32(DType from, const void* src, float* dst, size_t n) {
     case DType::F16: {
       const auto* s = static_cast<const uint16_t*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      return;
+    }
+    case DType::F8E4M3: {
+      const auto* s = static_cast<const uint8_t*>(src);
+      for (size_t i = 0; i < n; ++i) dst[i] = e4m3_to_f32(s[i]);
       return;
     }
     case DType::I32:

@@ -1,4 +1,5 @@
-// Element types of checkpoint tensors (bf16, f16, f32) and exact conversions to and from f32.
+// Element types of checkpoint tensors (bf16, f16, f32, FP8 e4m3) and exact conversions to and
+// from f32 (e4m3's are in fp8.h).
 #pragma once
 
 #include <cstdint>
@@ -8,10 +9,13 @@
 
 namespace jet {
 
-enum class DType : uint8_t { F32, F16, BF16, I32 };
+enum class DType : uint8_t { F32, F16, BF16, I32, F8E4M3 };
 
-inline size_t dtype_size(DType t) { return t == DType::F16 || t == DType::BF16 ? 2 : 4; }
-std::string_view dtype_name(DType t);  // "F32", "F16", "BF16", "I32" (the safetensors spelling)
+inline size_t dtype_size(DType t) {
+  return t == DType::F8E4M3 ? 1 : t == DType::F16 || t == DType::BF16 ? 2 : 4;
+}
+// "F32", "F16", "BF16", "I32", "F8_E4M3" (the safetensors spelling)
+std::string_view dtype_name(DType t);
 
 inline float bf16_to_f32(uint16_t h) {
   uint32_t bits = static_cast<uint32_t>(h) << 16;

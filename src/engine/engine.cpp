@@ -87,14 +87,17 @@ Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts
             "gpu_memory_utilization must be in (0, 1], got ", options.gpu_memory_utilization);
   JET_CHECK(options.load_format == "auto" || options.load_format == "dummy",
             "load_format must be 'auto' or 'dummy', got '", options.load_format, "'");
+  JET_CHECK(options.quantization.empty() || options.quantization == "fp8",
+            "quantization must be empty (as the checkpoint stores its weights) or 'fp8', got '", options.quantization,
+            "'");
   JET_CHECK(options.num_threads >= 0 && options.num_threads <= kMaxThreads, "num_threads must be in [0, ",
             kMaxThreads, "] (0 = all cores), got ", options.num_threads);
   backend = make_backend(options.device, options.num_threads);
   if (options.profile_ops) backend = make_profiling_backend(std::move(backend), op_profile);
-  model = load_model(options.model, *backend, options.load_format == "dummy");
+  model = load_model(options.model, *backend, options.load_format == "dummy", options.quantization == "fp8");
   const ModelConfig& c = model->config();
   log_info("weights: ", (model->weight_bytes() + (1 << 19)) >> 20, " MiB (", family_name(c.family), ", ", c.layers,
-           " layers) on ", backend->name());
+           " layers", model->fp8_projections() ? ", FP8 projections" : "", ") on ", backend->name());
 
   block_length = options.block_length > 0 ? options.block_length : c.block_size;
   JET_CHECK(options.block_length >= 0, "block_length must be >= 1 (or 0 for the model's), got ",

@@ -1,9 +1,11 @@
-// The shared transformer forward (pre-norm, fused residual + RMSNorm, SwiGLU or MoE MLP).
+// The shared transformer forward (pre-norm, fused residual + RMSNorm, SwiGLU or MoE MLP;
+// projections in the compute dtype or FP8).
 #include "model/model.h"
 
 namespace jet {
 
-Model::Model(ModelConfig config, Backend& backend) : config_(std::move(config)), backend_(backend) {}
+Model::Model(ModelConfig config, Backend& backend, bool quantize_fp8)
+    : config_(std::move(config)), backend_(backend), quantize_fp8_(quantize_fp8) {}
 
 size_t Model::weight_bytes() const {
   size_t bytes = 0;
@@ -25,9 +27,19 @@ size_t Model::activation_bytes(int64_t tokens) const {
   return bytes + bytes / 4;
 }
 
+bool Model::fp8_projections() const { return !weights_.layers.empty() && weights_.layers.front().qkv.fp8(); }
+
 Tensor Model::scratch(int slot, DType dtype, std::initializer_list<int64_t> dims) {
   if (static_cast<int>(scratch_.size()) <= slot) scratch_.resize(slot + 1);
   return backend_.grow_view(scratch_[slot], dtype, dims);
+}
+
+void Model::project(const Tensor& x, const Linear& w, Tensor& out) {
+  if (w.fp8()) {
+    backend_.matmul_fp8(x, w, out);
+  } else {
+    backend_.matmul(x, w.weight, out);
+  }
 }
 
 void Model::forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, Tensor* logits,
@@ -64,7 +76,7 @@ Tensor Model::forward_hidden(const ForwardBatch& batch, const Tensor& ids, KvCac
     } else {
       backend_.add_rmsnorm(resid, delta, w.attn_norm, eps, normed);
     }
-    backend_.matmul(normed, w.qkv, qkv);
+    project(normed, w.qkv, qkv);
     backend_.qk_norm_rope(qkv, w.q_norm, w.k_norm, eps, batch, static_cast<float>(c.rope_theta), c.heads,
                           c.kv_heads, c.head_dim, kv.k[l], kv.v[l], kv.page_size);
     // Past the last layer's K/V the cache needs nothing more, and the LM head only the rows whose
@@ -87,17 +99,17 @@ Tensor Model::forward_hidden(const ForwardBatch& batch, const Tensor& ids, KvCac
       delta_rows = delta.rows(0, rows);
       normed_rows = normed.rows(0, rows);
     }
-    backend_.matmul(attn_rows, w.o, delta_rows);
+    project(attn_rows, w.o, delta_rows);
     backend_.add_rmsnorm(resid_rows, delta_rows, w.mlp_norm, eps, normed_rows);
     if (w.is_moe) {
       backend_.moe(normed_rows, w.moe, delta_rows);
     } else {
-      const int64_t inter = w.down.dim(1);
+      const int64_t inter = w.down.weight.dim(1);
       Tensor gate_up = scratch(5, act, {rows, 2 * inter});
       Tensor hidden = scratch(6, act, {rows, inter});
-      backend_.matmul(normed_rows, w.gate_up, gate_up);
+      project(normed_rows, w.gate_up, gate_up);
       backend_.swiglu(gate_up, hidden);
-      backend_.matmul(hidden, w.down, delta_rows);
+      project(hidden, w.down, delta_rows);
     }
     if (last) {
       backend_.add_rmsnorm(resid_rows, delta_rows, weights_.final_norm, eps, normed_rows);

@@ -15,14 +15,15 @@
 
 namespace jet {
 
+// Projections are Linear: in the compute dtype, or FP8 (docs/fp8.md); norms never are.
 struct LayerWeights {
   Tensor attn_norm;       // [H]
-  Tensor qkv;             // [(nh + 2 nkv) hd, H]: q, k, v projections stacked
+  Linear qkv;             // [(nh + 2 nkv) hd, H]: q, k, v projections stacked
   Tensor q_norm, k_norm;  // [hd] each; no data when the family has no q/k norm
-  Tensor o;               // [H, nh hd]
+  Linear o;               // [H, nh hd]
   Tensor mlp_norm;        // [H]
-  Tensor gate_up;         // [2I, H] (dense layers)
-  Tensor down;            // [H, I]  (dense layers)
+  Linear gate_up;         // [2I, H] (dense layers)
+  Linear down;            // [H, I]  (dense layers)
   MoeWeights moe;         // (MoE layers)
   bool is_moe = false;
 };
@@ -35,21 +36,30 @@ struct ModelWeights {
   std::vector<Buffer> storage;
 };
 
-// Where one checkpoint tensor lives inside the (possibly stacked) backend tensors.
+// Where one checkpoint tensor lives inside the (possibly stacked) backend tensors: its rows of
+// the weight and, for an FP8 projection, of the scales (rows / 128 of them under Block128).
 struct WeightSlot {
   void* data = nullptr;  // first element of this tensor's part
   int64_t numel = 0;
+  float* scale = nullptr;  // FP8 only: the part's first scale
+  int64_t rows = 0, cols = 0;
+  Fp8Scaling scaling = Fp8Scaling::PerChannel;
 };
 
 class Model {
  public:
-  Model(ModelConfig config, Backend& backend);
+  // quantize_fp8: projections given in a float dtype are quantized to FP8 as they load
+  // (per-channel scales, docs/fp8.md); an FP8 checkpoint's projections are FP8 either way, and
+  // after one the model quantizes float weights it loads later too.
+  Model(ModelConfig config, Backend& backend, bool quantize_fp8 = false);
 
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }
   bool has_weights() const { return !weights_.storage.empty(); }
   // Bytes of backend memory the weights hold.
   size_t weight_bytes() const;
+  // Whether the layers' projections run in FP8.
+  bool fp8_projections() const;
 
   // Replaces every weight with the source's (each expected tensor must be there, see
   // weight_map.h); throws before touching the current weights if the source does not match.
@@ -77,9 +87,11 @@ class Model {
 
  private:
   Tensor scratch(int slot, DType dtype, std::initializer_list<int64_t> dims);
+  void project(const Tensor& x, const Linear& w, Tensor& out);
 
   ModelConfig config_;
   Backend& backend_;
+  bool quantize_fp8_ = false;
   ModelWeights weights_;
   std::map<std::string, WeightSlot> slots_;  // checkpoint name -> place in weights_
   std::vector<Buffer> scratch_;  // activation buffers, grown on demand and reused
@@ -87,6 +99,7 @@ class Model {
 
 // Reads config.json and the checkpoint in `dir`, validates every tensor, and uploads the weights;
 // with random_weights, reads config.json only and uploads RandomWeights (seed 0) instead.
-std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend, bool random_weights = false);
+std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend, bool random_weights = false,
+                                  bool quantize_fp8 = false);
 
 }  // namespace jet

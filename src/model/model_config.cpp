@@ -183,6 +183,31 @@ void read_llada(const JsonObject& config, ModelConfig& c) {
   c.mask_token_id = config.get_int("mask_token_id", kLladaMaskId);
 }
 
+// quantization_config: the FP8 formats the loader reads (fp8_weights.h); any other method is
+// refused here, before its tensors would be reported missing one by one.
+void read_quantization(const JsonObject& config, ModelConfig& c) {
+  if (!config.has("quantization_config")) return;
+  const JsonObject q(config.json().at("quantization_config"), config.source() + ": quantization_config");
+  const std::string method = q.get_string("quant_method");
+  if (method == "fp8") {
+    const std::string fmt = q.get_string("fmt", "e4m3");
+    JET_CHECK(fmt == "e4m3", q.source(), ": fmt '", fmt, "' is not supported (only e4m3)");
+    if (q.has("weight_block_size")) {
+      const std::vector<int64_t> block = q.get_int_list("weight_block_size", {});
+      JET_CHECK(block == std::vector<int64_t>({128, 128}), q.source(), ": weight_block_size ",
+                json_excerpt(q.json().at("weight_block_size")), " is not supported (only [128, 128])");
+    }
+  } else if (method == "modelopt") {
+    const std::string algo = q.get_string("quant_algo");
+    JET_CHECK(algo == "FP8", q.source(), ": modelopt quant_algo '", algo, "' is not supported (only FP8)");
+  } else {
+    throw Error(str(q.source(), ": quant_method '", method,
+                    "' is not supported (supported: fp8, modelopt with quant_algo FP8; bf16, f16 and f32 "
+                    "checkpoints need no quantization_config)"));
+  }
+  c.fp8_checkpoint = true;
+}
+
 void check_token_id(const ModelConfig& c, const std::string& source, const char* what, int64_t id) {
   JET_CHECK(id >= 0 && id < c.vocab, source, ": ", what, " ", id, " is outside the vocabulary [0, ", c.vocab, ")");
 }
@@ -277,6 +302,7 @@ ModelConfig load_model_config(const std::string& model_dir) {
     read_sdar(config, c);
   }
   if (config.has("bos_token_id")) c.bos_token_id = config.get_int("bos_token_id");
+  read_quantization(config, c);
   check_consistency(c, path);
   c.eos_token_ids = read_eos_ids(config, model_dir, c);
   return c;

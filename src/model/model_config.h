@@ -41,6 +41,11 @@ struct ModelConfig {
   std::vector<int64_t> eos_token_ids;  // stop tokens
   std::optional<int64_t> bos_token_id;
 
+  // An FP8 checkpoint: config.json's quantization_config says quant_method "fp8" (e4m3, scales
+  // per tensor or in 128x128 blocks) or "modelopt" with quant_algo "FP8". Its projections may
+  // then be e4m3 tensors with scale tensors beside them (model/fp8_weights.h).
+  bool fp8_checkpoint = false;
+
   // Mixture of experts (SDAR_MOE); zero / empty otherwise.
   int64_t num_experts = 0;
   int64_t experts_per_token = 0;  // top-k

@@ -1,13 +1,16 @@
 // Getting weights onto the backend, for every family: Model::load / update / release and
 // load_model. Tensor names come from weight_map (the one place that knows each family's names);
 // projections that run as one GEMM are stacked here (q|k|v, gate|up) and converted to the
-// backend's compute dtype. Each checkpoint tensor's place is remembered for in-place updates.
+// backend's compute dtype, or kept / quantized as FP8 (docs/fp8.md). Each checkpoint tensor's place is remembered for in-place updates.
 // load_model can also fill the model with random weights (model/random_weights.h) instead.
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
 
+#include "core/fp8.h"
 #include "model/checkpoint.h"
+#include "model/fp8_weights.h"
 #include "model/model.h"
 #include "model/random_weights.h"
 #include "model/weight_map.h"
@@ -77,29 +80,87 @@ class WeightBuilder {
     return stacked({name}, {t->shape[0], t->shape[1]});
   }
 
+  // A projection: the named [rows_i, cols] tensors stacked into one Linear of `dims` ([N, K], or
+  // [E, N, K] for experts). FP8 when the checkpoint's tensors are (validation made a stack all
+  // FP8 or none) or when quantizing at load; else as `stacked`.
+  Linear projection(const std::vector<std::string>& names, std::initializer_list<int64_t> dims, bool quantize) {
+    const bool from_checkpoint = source_.find(names.front())->dtype == DType::F8E4M3;
+    if (!from_checkpoint && !quantize) return {stacked(names, dims)};
+    Linear w;
+    w.weight = backend_.alloc_tensor(weights_.storage, DType::F8E4M3, dims);
+    std::string problem;
+    if (from_checkpoint) {
+      const TensorInfo& first = *source_.find(names.front());
+      w.scaling = find_fp8_scale(source_, first.name, first.shape[0], first.shape[1], problem).scaling;
+    }
+    const std::vector<int64_t> d(dims);
+    const int64_t cols = d.back(), rows = d[d.size() - 2], experts = d.size() == 3 ? d[0] : 1;
+    // Scales [rows] or [row blocks, col blocks], with the experts' dimension first when stacked.
+    std::vector<int64_t> scale_dims = w.scaling == Fp8Scaling::PerChannel
+                                          ? std::vector<int64_t>{rows}
+                                          : std::vector<int64_t>{(rows + 127) / 128, (cols + 127) / 128};
+    if (d.size() == 3) scale_dims.insert(scale_dims.begin(), experts);
+    w.scale = backend_.alloc_tensor(weights_.storage, DType::F32, {experts * fp8_scale_count(w.scaling, rows, cols)});
+    w.scale.ndim = static_cast<int>(scale_dims.size());
+    std::copy(scale_dims.begin(), scale_dims.end(), w.scale.shape.begin());
+    uint8_t* codes = w.weight.ptr<uint8_t>();
+    float* scales = w.scale.ptr<float>();
+    for (const std::string& name : names) {
+      const TensorInfo& t = *source_.find(name);
+      const int64_t part_rows = t.shape[0];
+      const int64_t count = fp8_scale_count(w.scaling, part_rows, cols);
+      host_scales_.resize(count);
+      if (from_checkpoint) {
+        backend_.upload(codes, t.data, t.nbytes);
+        read_fp8_scale(find_fp8_scale(source_, name, part_rows, cols, problem), part_rows, cols, host_scales_.data());
+      } else {
+        quantize_to_backend(t, w.scaling, codes);
+      }
+      backend_.upload(scales, host_scales_.data(), count * sizeof(float));
+      slots_[name] = WeightSlot{codes, t.numel(), scales, part_rows, cols, w.scaling};
+      codes += t.numel();
+      scales += count;
+    }
+    JET_ASSERT(codes == w.weight.ptr<uint8_t>() + w.weight.nbytes(), "stacked FP8 tensors do not fill their weight");
+    return w;
+  }
+
+  // Quantizes a float tensor [rows, cols] on the host and uploads its codes to `codes`; its
+  // scales are left in host_scales_.
+  void quantize_to_backend(const TensorInfo& t, Fp8Scaling scaling, void* codes) {
+    staging_.resize(static_cast<size_t>(t.numel()));
+    host_codes_.resize(staging_.size());
+    convert_to_f32(t.dtype, t.data, staging_.data(), staging_.size());
+    host_scales_.resize(fp8_scale_count(scaling, t.shape[0], t.shape[1]));
+    quantize_e4m3_matrix(staging_.data(), t.shape[0], t.shape[1], scaling, host_codes_.data(), host_scales_.data());
+    backend_.upload(codes, host_codes_.data(), host_codes_.size());
+  }
+
  private:
   Backend& backend_;
   const TensorSource& source_;
   ModelWeights& weights_;
   std::map<std::string, WeightSlot>& slots_;
   TensorWriter writer_;
+  std::vector<float> staging_, host_scales_;
+  std::vector<uint8_t> host_codes_;
 };
 
-LayerWeights build_layer(const ModelConfig& c, int64_t layer, WeightBuilder& b) {
+LayerWeights build_layer(const ModelConfig& c, int64_t layer, bool quantize, WeightBuilder& b) {
   const LayerWeightNames n = layer_weight_names(c, layer);
   LayerWeights w;
   w.attn_norm = b.single(n.attn_norm);
-  w.qkv = b.stacked({n.q_proj, n.k_proj, n.v_proj}, {(c.heads + 2 * c.kv_heads) * c.head_dim, c.hidden});
+  w.qkv = b.projection({n.q_proj, n.k_proj, n.v_proj}, {(c.heads + 2 * c.kv_heads) * c.head_dim, c.hidden}, quantize);
   if (c.qk_norm) {
     w.q_norm = b.single(n.q_norm);
     w.k_norm = b.single(n.k_norm);
   }
-  w.o = b.single(n.o_proj);
+  w.o = b.projection({n.o_proj}, {c.hidden, c.heads * c.head_dim}, quantize);
   w.mlp_norm = b.single(n.mlp_norm);
   w.is_moe = c.is_moe_layer(layer);
   if (!w.is_moe) {
-    w.gate_up = b.stacked({n.gate_proj, n.up_proj}, {2 * c.intermediate, c.hidden});
-    w.down = b.single(n.down_proj);
+    w.gate_up = b.projection({n.gate_proj, n.up_proj}, {2 * c.intermediate, c.hidden}, quantize);
+    w.down = b.projection({n.down_proj}, {c.hidden, c.intermediate}, quantize);
     return w;
   }
   std::vector<std::string> gate_up_names, down_names;
@@ -109,8 +170,8 @@ LayerWeights build_layer(const ModelConfig& c, int64_t layer, WeightBuilder& b) 
     down_names.push_back(en.down_proj);
   }
   w.moe.router = b.single(n.router);
-  w.moe.gate_up = b.stacked(gate_up_names, {c.num_experts, 2 * c.moe_intermediate, c.hidden});
-  w.moe.down = b.stacked(down_names, {c.num_experts, c.hidden, c.moe_intermediate});
+  w.moe.gate_up = b.projection(gate_up_names, {c.num_experts, 2 * c.moe_intermediate, c.hidden}, quantize);
+  w.moe.down = b.projection(down_names, {c.num_experts, c.hidden, c.moe_intermediate}, quantize);
   w.moe.top_k = static_cast<int>(c.experts_per_token);
   w.moe.renormalize = c.norm_topk_prob;
   return w;
@@ -120,17 +181,28 @@ LayerWeights build_layer(const ModelConfig& c, int64_t layer, WeightBuilder& b) 
 
 void Model::load(const TensorSource& source) {
   require_valid_weights(config_, source);
+  const bool fp8_source = [&] {
+    for (const ExpectedTensor& t : expected_tensors(config_)) {
+      if (source.find(t.name)->dtype == DType::F8E4M3) return true;
+    }
+    return false;
+  }();
+  JET_CHECK(!(quantize_fp8_ || fp8_source) || backend_.supports_fp8(), source.description(), ": ",
+            fp8_source ? "an FP8 checkpoint" : "quantization fp8", " needs FP8 GEMMs, which the ", backend_.name(),
+            " backend does not have yet (the cpu backend does)");
   release();  // free the old weights first: a model rarely fits twice
   ModelWeights w;
   std::map<std::string, WeightSlot> slots;
   WeightBuilder b(backend_, source, w, slots);
   const ModelWeightNames names = model_weight_names(config_);
   w.embed = b.single(names.embed);
-  for (int64_t l = 0; l < config_.layers; ++l) w.layers.push_back(build_layer(config_, l, b));
+  for (int64_t l = 0; l < config_.layers; ++l) w.layers.push_back(build_layer(config_, l, quantize_fp8_, b));
   w.final_norm = b.single(names.final_norm);
   w.lm_head = names.lm_head == names.embed ? w.embed : b.single(names.lm_head);
   weights_ = std::move(w);
   slots_ = std::move(slots);
+  // A model that runs FP8 keeps doing so when a later whole set comes in floats (an RL trainer's).
+  quantize_fp8_ = quantize_fp8_ || fp8_source;
 }
 
 void Model::update(const TensorSource& source) {
@@ -167,7 +239,23 @@ void Model::update(const TensorSource& source) {
               ": tensor '", name, "' has dtype ", dtype_name(t.dtype), ", expected BF16, F16 or F32");
   }
   TensorWriter writer(backend_);
-  for (const auto& [tensor, slot] : writes) writer.write(*tensor, slots_.at(slot).data);
+  std::vector<float> staging, scales;
+  std::vector<uint8_t> codes;
+  for (const auto& [tensor, slot_name] : writes) {
+    const WeightSlot& slot = slots_.at(slot_name);
+    if (!slot.scale) {
+      writer.write(*tensor, slot.data);
+      continue;
+    }
+    // An FP8 projection takes new weights as floats and quantizes them as its load did.
+    staging.resize(static_cast<size_t>(slot.numel));
+    codes.resize(staging.size());
+    scales.resize(fp8_scale_count(slot.scaling, slot.rows, slot.cols));
+    convert_to_f32(tensor->dtype, tensor->data, staging.data(), staging.size());
+    quantize_e4m3_matrix(staging.data(), slot.rows, slot.cols, slot.scaling, codes.data(), scales.data());
+    backend_.upload(slot.data, codes.data(), codes.size());
+    backend_.upload(slot.scale, scales.data(), scales.size() * sizeof(float));
+  }
 }
 
 void Model::release() {
@@ -176,8 +264,8 @@ void Model::release() {
   scratch_.clear();
 }
 
-std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend, bool random_weights) {
-  auto model = std::make_unique<Model>(load_model_config(dir), backend);
+std::unique_ptr<Model> load_model(const std::string& dir, Backend& backend, bool random_weights, bool quantize_fp8) {
+  auto model = std::make_unique<Model>(load_model_config(dir), backend, quantize_fp8);
   if (random_weights) {
     model->load(RandomWeights(model->config(), 0));
   } else {

@@ -27,7 +27,7 @@ uint64_t read_u64_le(const unsigned char* p) {
 }
 
 bool dtype_from_name(std::string_view name, DType* out) {
-  for (DType t : {DType::BF16, DType::F16, DType::F32, DType::I32}) {
+  for (DType t : {DType::BF16, DType::F16, DType::F32, DType::I32, DType::F8E4M3}) {
     if (dtype_name(t) == name) {
       *out = t;
       return true;

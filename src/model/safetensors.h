@@ -33,7 +33,7 @@ struct TensorInfo {
 std::vector<TensorInfo> parse_safetensors(const unsigned char* bytes, size_t size, const std::string& source);
 
 // Dtypes a tensor may have, in the spelling of the format; the ones the reader accepts.
-inline constexpr const char* kSupportedSafetensorsDtypes = "BF16, F16, F32, I32";
+inline constexpr const char* kSupportedSafetensorsDtypes = "BF16, F16, F32, I32, F8_E4M3";
 
 class SafetensorsFile {
  public:

@@ -1,9 +1,12 @@
-// Per-family tensor naming schemes, the expected shapes, and checkpoint validation.
+// Per-family tensor naming schemes, the expected shapes, and checkpoint validation (FP8
+// projections included).
 #include "model/weight_map.h"
 
+#include <optional>
 #include <unordered_set>
 
 #include "core/error.h"
+#include "model/fp8_weights.h"
 
 namespace jet {
 namespace {
@@ -84,9 +87,12 @@ std::string layer_name(const NamingScheme& s, int64_t layer, const char* suffix)
 
 bool is_float(DType t) { return t == DType::BF16 || t == DType::F16 || t == DType::F32; }
 
-void add(std::vector<ExpectedTensor>& out, const std::string& name, std::vector<int64_t> shape) {
-  if (!name.empty()) out.push_back({name, std::move(shape)});
+void add(std::vector<ExpectedTensor>& out, const std::string& name, std::vector<int64_t> shape,
+         bool projection = false) {
+  if (!name.empty()) out.push_back({name, std::move(shape), projection});
 }
+
+constexpr bool kProjection = true;
 
 }  // namespace
 
@@ -140,29 +146,117 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
   for (int64_t layer = 0; layer < c.layers; ++layer) {
     const LayerWeightNames n = layer_weight_names(c, layer);
     add(out, n.attn_norm, {c.hidden});
-    add(out, n.q_proj, {q_width, c.hidden});
-    add(out, n.k_proj, {kv_width, c.hidden});
-    add(out, n.v_proj, {kv_width, c.hidden});
-    add(out, n.o_proj, {c.hidden, q_width});
+    add(out, n.q_proj, {q_width, c.hidden}, kProjection);
+    add(out, n.k_proj, {kv_width, c.hidden}, kProjection);
+    add(out, n.v_proj, {kv_width, c.hidden}, kProjection);
+    add(out, n.o_proj, {c.hidden, q_width}, kProjection);
     add(out, n.q_norm, {c.head_dim});
     add(out, n.k_norm, {c.head_dim});
     add(out, n.mlp_norm, {c.hidden});
-    add(out, n.gate_proj, {c.intermediate, c.hidden});
-    add(out, n.up_proj, {c.intermediate, c.hidden});
-    add(out, n.down_proj, {c.hidden, c.intermediate});
+    add(out, n.gate_proj, {c.intermediate, c.hidden}, kProjection);
+    add(out, n.up_proj, {c.intermediate, c.hidden}, kProjection);
+    add(out, n.down_proj, {c.hidden, c.intermediate}, kProjection);
     add(out, n.router, {c.num_experts, c.hidden});
     if (!c.is_moe_layer(layer)) continue;
     for (int64_t e = 0; e < c.num_experts; ++e) {
       const ExpertWeightNames x = expert_weight_names(c, layer, e);
-      add(out, x.gate_proj, {c.moe_intermediate, c.hidden});
-      add(out, x.up_proj, {c.moe_intermediate, c.hidden});
-      add(out, x.down_proj, {c.hidden, c.moe_intermediate});
+      add(out, x.gate_proj, {c.moe_intermediate, c.hidden}, kProjection);
+      add(out, x.up_proj, {c.moe_intermediate, c.hidden}, kProjection);
+      add(out, x.down_proj, {c.hidden, c.moe_intermediate}, kProjection);
     }
   }
   add(out, global.final_norm, {c.hidden});
   if (!c.tied) add(out, global.lm_head, {c.vocab, c.hidden});
   return out;
 }
+
+std::vector<std::vector<std::string>> projection_stacks(const ModelConfig& c) {
+  std::vector<std::vector<std::string>> stacks;
+  for (int64_t layer = 0; layer < c.layers; ++layer) {
+    const LayerWeightNames n = layer_weight_names(c, layer);
+    stacks.push_back({n.q_proj, n.k_proj, n.v_proj});
+    stacks.push_back({n.o_proj});
+    if (!c.is_moe_layer(layer)) {
+      stacks.push_back({n.gate_proj, n.up_proj});
+      stacks.push_back({n.down_proj});
+      continue;
+    }
+    std::vector<std::string> gate_up, down;
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      const ExpertWeightNames x = expert_weight_names(c, layer, e);
+      gate_up.insert(gate_up.end(), {x.gate_proj, x.up_proj});
+      down.push_back(x.down_proj);
+    }
+    stacks.push_back(std::move(gate_up));
+    stacks.push_back(std::move(down));
+  }
+  return stacks;
+}
+
+namespace {
+
+// An e4m3 tensor: only a projection of an FP8 checkpoint, with a scale of a known layout.
+void check_fp8_tensor(const ModelConfig& config, const TensorSource& source, const ExpectedTensor& want,
+                      WeightReport& report, std::unordered_set<std::string>& expected_names) {
+  if (!want.projection) {
+    report.problems.push_back(str("tensor '", want.name,
+                                  "' is F8_E4M3, but only projections may be FP8 (embeddings, norms, routers "
+                                  "and the LM head are read as BF16, F16 or F32)"));
+    return;
+  }
+  if (!config.fp8_checkpoint) {
+    report.problems.push_back(str("tensor '", want.name,
+                                  "' is F8_E4M3, but config.json has no quantization_config of an FP8 format"));
+    return;
+  }
+  std::string problem;
+  const Fp8Scale scale = find_fp8_scale(source, want.name, want.shape[0], want.shape[1], problem);
+  if (scale.tensor) {
+    expected_names.insert(scale.tensor->name);
+  } else {
+    report.problems.push_back(problem);
+  }
+}
+
+// The tensors of one stack load as one Linear: all FP8 with scales of one layout, or none FP8.
+// Block scales stack only when each part but the last fills whole 128-row blocks.
+void check_stack(const TensorSource& source, const std::vector<std::string>& stack, WeightReport& report) {
+  std::vector<const TensorInfo*> parts;
+  for (const std::string& name : stack) {
+    const TensorInfo* t = source.find(name);
+    if (!t || t->shape.size() != 2) return;  // reported already
+    parts.push_back(t);
+  }
+  int fp8 = 0;
+  for (const TensorInfo* t : parts) fp8 += t->dtype == DType::F8E4M3;
+  if (fp8 == 0) return;
+  if (fp8 != static_cast<int>(parts.size())) {
+    report.problems.push_back(str("tensors '", stack.front(), "' .. '", stack.back(),
+                                  "' run as one product, so they must all be F8_E4M3 or all not; some are"));
+    return;
+  }
+  std::string problem;
+  std::optional<Fp8Scaling> scaling;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Fp8Scale scale = find_fp8_scale(source, parts[i]->name, parts[i]->shape[0], parts[i]->shape[1], problem);
+    if (!scale.tensor) return;  // reported already
+    if (scaling && *scaling != scale.scaling) {
+      report.problems.push_back(str("tensors '", stack.front(), "' .. '", stack.back(),
+                                    "' run as one product, so their scales must share a layout; '", parts[i]->name,
+                                    "' differs"));
+      return;
+    }
+    scaling = scale.scaling;
+    if (scale.scaling == Fp8Scaling::Block128 && i + 1 < parts.size() && parts[i]->shape[0] % 128 != 0) {
+      report.problems.push_back(str("tensor '", parts[i]->name, "' has ", parts[i]->shape[0],
+                                    " rows, not a multiple of 128, so its 128x128 block scales cannot be stacked "
+                                    "with '", stack[i + 1], "'"));
+      return;
+    }
+  }
+}
+
+}  // namespace
 
 WeightReport validate_weights(const ModelConfig& config, const TensorSource& source) {
   WeightReport report;
@@ -178,11 +272,17 @@ WeightReport validate_weights(const ModelConfig& config, const TensorSource& sou
     if (have->shape != want.shape) {
       report.problems.push_back(str("tensor '", want.name, "' has shape ", shape_string(have->shape), ", expected ",
                                     shape_string(want.shape)));
+    } else if (have->dtype == DType::F8E4M3) {
+      check_fp8_tensor(config, source, want, report, expected_names);
     }
-    if (!is_float(have->dtype)) {
+    if (!is_float(have->dtype) && have->dtype != DType::F8E4M3) {
       report.problems.push_back(str("tensor '", want.name, "' has dtype ", dtype_name(have->dtype),
-                                    ", expected a float dtype (BF16, F16 or F32)"));
+                                    ", expected a float dtype (BF16, F16 or F32",
+                                    want.projection ? ", or F8_E4M3 with a scale)" : ")"));
     }
+  }
+  if (config.fp8_checkpoint) {
+    for (const std::vector<std::string>& stack : projection_stacks(config)) check_stack(source, stack, report);
   }
   for (const std::string& name : source.names()) {
     if (!expected_names.count(name)) report.unexpected.push_back(name);

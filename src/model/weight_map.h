@@ -46,13 +46,19 @@ ExpertWeightNames expert_weight_names(const ModelConfig& config, int64_t layer, 
 struct ExpectedTensor {
   std::string name;
   std::vector<int64_t> shape;
+  bool projection = false;  // a linear layer's weight, which an FP8 checkpoint may hold as e4m3
 };
 
 // Every tensor the model reads, with its shape, in checkpoint order (embedding, layers, head).
+// The scale tensors of FP8 projections (fp8_weights.h) come on top.
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& config);
 
+// The projections that run as one product, each list stacked in order into one Linear:
+// q|k|v, o, gate|up, down per layer; a MoE layer's experts' gate|up pairs, then their downs.
+std::vector<std::vector<std::string>> projection_stacks(const ModelConfig& config);
+
 struct WeightReport {
-  std::vector<std::string> problems;    // missing tensors, wrong shapes, non-float dtypes
+  std::vector<std::string> problems;    // missing tensors, wrong shapes, dtypes or FP8 scales
   std::vector<std::string> unexpected;  // names in the checkpoint the model does not read (not an error)
   bool ok() const { return problems.empty(); }
 };

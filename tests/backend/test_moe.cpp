@@ -1,12 +1,13 @@
 // The MoE op against a naive per-token loop (softmax over all experts, top-k with ties to the
-// lower expert id, optional renormalisation, Σ weight * down(silu(gate x) * up x)).
+// lower expert id, optional renormalisation, Σ weight * down(silu(gate x) * up x)), with fp32
+// and FP8 experts against the verified FP8 ops composed per expert.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-#include "backend_test_util.h"
+#include "fp8_test_util.h"
 
 using namespace jet;
 using namespace jet::test;
@@ -19,28 +20,34 @@ struct MoeHost {
   std::vector<float> x, router, gate_up, down;
 };
 
+// Token t's top_k (expert, routing weight) choices, in rank order.
+std::vector<std::pair<int, double>> naive_routes(const MoeHost& m, int t) {
+  const float* x = m.x.data() + t * m.H;
+  std::vector<double> p(m.E);
+  for (int e = 0; e < m.E; ++e) {
+    double dot = 0.0;
+    for (int h = 0; h < m.H; ++h) dot += double{x[h]} * m.router[e * m.H + h];
+    p[e] = dot;
+  }
+  const double mx = *std::max_element(p.begin(), p.end());
+  double z = 0.0;
+  for (double& v : p) z += v = std::exp(v - mx);
+  for (double& v : p) v /= z;
+  std::vector<int> order(m.E);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+  double chosen = 0.0;
+  for (int k = 0; k < m.top_k; ++k) chosen += p[order[k]];
+  std::vector<std::pair<int, double>> out;
+  for (int k = 0; k < m.top_k; ++k) out.emplace_back(order[k], m.renormalize ? p[order[k]] / chosen : p[order[k]]);
+  return out;
+}
+
 std::vector<float> naive_moe(const MoeHost& m) {
   std::vector<float> out(m.T * m.H, 0.0f);
   for (int t = 0; t < m.T; ++t) {
     const float* x = m.x.data() + t * m.H;
-    std::vector<double> p(m.E);
-    for (int e = 0; e < m.E; ++e) {
-      double dot = 0.0;
-      for (int h = 0; h < m.H; ++h) dot += double{x[h]} * m.router[e * m.H + h];
-      p[e] = dot;
-    }
-    const double mx = *std::max_element(p.begin(), p.end());
-    double z = 0.0;
-    for (double& v : p) z += v = std::exp(v - mx);
-    for (double& v : p) v /= z;
-    std::vector<int> order(m.E);
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
-    double chosen = 0.0;
-    for (int k = 0; k < m.top_k; ++k) chosen += p[order[k]];
-    for (int k = 0; k < m.top_k; ++k) {
-      const int e = order[k];
-      const double weight = m.renormalize ? p[e] / chosen : p[e];
+    for (const auto& [e, weight] : naive_routes(m, t)) {
       std::vector<double> act(m.I);
       for (int i = 0; i < m.I; ++i) {
         double g = 0.0, u = 0.0;
@@ -73,8 +80,8 @@ std::vector<float> run_moe(Backend& be, const MoeHost& m) {
   TensorFactory tf(be);
   MoeWeights w;
   w.router = tf.f32({m.E, m.H}, m.router);
-  w.gate_up = tf.f32({m.E, 2 * m.I, m.H}, m.gate_up);
-  w.down = tf.f32({m.E, m.H, m.I}, m.down);
+  w.gate_up.weight = tf.f32({m.E, 2 * m.I, m.H}, m.gate_up);
+  w.down.weight = tf.f32({m.E, m.H, m.I}, m.down);
   w.top_k = m.top_k;
   w.renormalize = m.renormalize;
   Tensor out = tf.poisoned({m.T, m.H});
@@ -116,4 +123,88 @@ TEST(Moe, RejectsTopKLargerThanTheExpertCount) {
   std::unique_ptr<Backend> backend = make_cpu_backend(2);
   std::mt19937 rng(5);
   EXPECT_THROW(run_moe(*backend, random_moe(rng, 2, 4, 3, 2, 4, true)), Error);
+}
+
+// FP8 experts: per expert [2I, H] and [H, I] quantized (I = 130 and H = 136 give partial
+// 128-blocks). The expected output composes the verified ops (test_fp8_ops.cpp) over each
+// expert's routed tokens, in route order as the op gathers them, so that both quantize the same
+// fp32 values: matmul_fp8 on the expert's slice of the stacked weights, swiglu, matmul_fp8.
+TEST(Moe, Fp8ExpertsEqualTheComposedOps) {
+  std::unique_ptr<Backend> backend = make_cpu_backend(2);
+  std::mt19937 rng(6);
+  for (Fp8Scaling scaling : {Fp8Scaling::PerChannel, Fp8Scaling::Block128}) {
+    const MoeHost m = random_moe(rng, 9, 136, 5, 130, 2, true);
+    TensorFactory tf(*backend);
+    std::vector<uint8_t> gate_up_codes, down_codes;
+    std::vector<float> gate_up_scales, down_scales;
+    const size_t gu = size_t(2) * m.I * m.H, dn = size_t(m.H) * m.I;
+    for (int e = 0; e < m.E; ++e) {
+      const Fp8Host g = quantize_host({m.gate_up.begin() + e * gu, m.gate_up.begin() + (e + 1) * gu}, 2 * m.I, m.H,
+                                      scaling);
+      const Fp8Host d = quantize_host({m.down.begin() + e * dn, m.down.begin() + (e + 1) * dn}, m.H, m.I, scaling);
+      gate_up_codes.insert(gate_up_codes.end(), g.codes.begin(), g.codes.end());
+      down_codes.insert(down_codes.end(), d.codes.begin(), d.codes.end());
+      gate_up_scales.insert(gate_up_scales.end(), g.scales.begin(), g.scales.end());
+      down_scales.insert(down_scales.end(), d.scales.begin(), d.scales.end());
+    }
+    const bool per_channel = scaling == Fp8Scaling::PerChannel;
+    const int64_t gu_scales = fp8_scale_count(scaling, 2 * m.I, m.H), dn_scales = fp8_scale_count(scaling, m.H, m.I);
+    MoeWeights w;
+    w.router = tf.f32({m.E, m.H}, m.router);
+    w.gate_up.weight = tf.make(DType::F8E4M3, {m.E, 2 * m.I, m.H}, gate_up_codes);
+    w.down.weight = tf.make(DType::F8E4M3, {m.E, m.H, m.I}, down_codes);
+    w.gate_up.scale = per_channel ? tf.f32({m.E, 2 * m.I}, gate_up_scales)
+                                  : tf.f32({m.E, (2 * m.I + 127) / 128, (m.H + 127) / 128}, gate_up_scales);
+    w.down.scale = per_channel ? tf.f32({m.E, m.H}, down_scales)
+                               : tf.f32({m.E, (m.H + 127) / 128, (m.I + 127) / 128}, down_scales);
+    w.gate_up.scaling = w.down.scaling = scaling;
+    w.top_k = m.top_k;
+    w.renormalize = m.renormalize;
+    Tensor out = tf.poisoned({m.T, m.H});
+    backend->moe(tf.f32({m.T, m.H}, m.x), w, out);
+
+    // Expert e's matrices as 2-D Linears: views into the stacked tensors.
+    const auto expert = [&](const Linear& stacked, int e, int64_t rows, int64_t cols, int64_t scales) {
+      Linear l;
+      l.weight = Tensor(stacked.weight.ptr<uint8_t>() + e * rows * cols, DType::F8E4M3, {rows, cols});
+      l.scale = per_channel ? Tensor(stacked.scale.ptr<float>() + e * scales, DType::F32, {rows})
+                            : Tensor(stacked.scale.ptr<float>() + e * scales, DType::F32,
+                                     {(rows + 127) / 128, (cols + 127) / 128});
+      l.scaling = scaling;
+      return l;
+    };
+    std::vector<float> want(m.T * m.H, 0.0f);
+    std::vector<std::vector<float>> route_out(m.T * m.top_k);
+    for (int e = 0; e < m.E; ++e) {
+      std::vector<int> routes;  // r = t * top_k + k, in increasing order as the op gathers them
+      std::vector<float> rows;
+      for (int t = 0; t < m.T; ++t) {
+        const std::vector<std::pair<int, double>> chosen = naive_routes(m, t);
+        for (int k = 0; k < m.top_k; ++k) {
+          if (chosen[k].first != e) continue;
+          routes.push_back(t * m.top_k + k);
+          rows.insert(rows.end(), m.x.begin() + t * m.H, m.x.begin() + (t + 1) * m.H);
+        }
+      }
+      const int64_t n = static_cast<int64_t>(routes.size());
+      if (n == 0) continue;
+      Tensor gate_up = tf.poisoned({n, 2 * m.I}), hidden = tf.poisoned({n, m.I}), y = tf.poisoned({n, m.H});
+      backend->matmul_fp8(tf.f32({n, m.H}, rows), expert(w.gate_up, e, 2 * m.I, m.H, gu_scales), gate_up);
+      backend->swiglu(gate_up, hidden);
+      backend->matmul_fp8(hidden, expert(w.down, e, m.H, m.I, dn_scales), y);
+      const std::vector<float> ys = tf.read<float>(y);
+      for (int64_t i = 0; i < n; ++i) {
+        const int r = routes[i];
+        const float weight = static_cast<float>(naive_routes(m, r / m.top_k)[r % m.top_k].second);
+        route_out[r].resize(m.H);
+        for (int h = 0; h < m.H; ++h) route_out[r][h] = weight * ys[i * m.H + h];
+      }
+    }
+    for (int t = 0; t < m.T; ++t) {
+      for (int k = 0; k < m.top_k; ++k) {
+        for (int h = 0; h < m.H; ++h) want[t * m.H + h] += route_out[t * m.top_k + k][h];
+      }
+    }
+    expect_close(tf.read<float>(out), want, 1e-5f, 1e-4f, "fp8 moe");
+  }
 }

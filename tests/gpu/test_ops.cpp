@@ -259,8 +259,8 @@ void test_moe(Report& report, Twins& tw, std::mt19937& rng) {
       Twin router = tw.floats({c.E, c.H}, router_values);
       Twin gate_up = tw.floats({c.E, 2 * c.I, c.H}, random_bf16(rng, size_t(c.E) * 2 * c.I * c.H));
       Twin down = tw.floats({c.E, c.H, c.I}, random_bf16(rng, size_t(c.E) * c.H * c.I));
-      MoeWeights w_cpu{router.cpu, gate_up.cpu, down.cpu, c.top_k, c.renormalize};
-      MoeWeights w_cuda{router.cuda, gate_up.cuda, down.cuda, c.top_k, c.renormalize};
+      MoeWeights w_cpu{router.cpu, {gate_up.cpu}, {down.cpu}, c.top_k, c.renormalize};
+      MoeWeights w_cuda{router.cuda, {gate_up.cuda}, {down.cuda}, c.top_k, c.renormalize};
       Twin out = tw.poisoned({c.T, c.H});
       tw.cpu().moe(x.cpu, w_cpu, out.cpu);
       tw.cuda().moe(x.cuda, w_cuda, out.cuda);
@@ -273,7 +273,7 @@ void test_moe(Report& report, Twins& tw, std::mt19937& rng) {
   report.run("moe argument checks", [&] {
     Twin x = tw.poisoned({2, 8}), router = tw.poisoned({4, 8}), gate_up = tw.poisoned({4, 6, 8});
     Twin down = tw.poisoned({4, 8, 3}), out = tw.poisoned({2, 8});
-    MoeWeights w{router.cuda, gate_up.cuda, down.cuda, 5, true};
+    MoeWeights w{router.cuda, {gate_up.cuda}, {down.cuda}, 5, true};
     expect_error(report, "moe rejects top_k above the expert count", [&] { tw.cuda().moe(x.cuda, w, out.cuda); });
   });
 }

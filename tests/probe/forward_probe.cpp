@@ -2,6 +2,7 @@
 // block, so Python tests can compare them with the NumPy reference. Reads one JSON object per
 // line on stdin: {"committed": [ids], "num_prefill": n, "block": [ids], "block_length": B}
 // (committed = prompt prefill part + committed blocks), and prints {"logits": [[...] x B]}.
+// With --quantization fp8 the model's projections are quantized to FP8 as they load.
 // The K/V of the committed tokens is written as the engine writes it: one prefill forward over
 // [0, num_prefill), then one save forward per committed block.
 #include <iostream>
@@ -39,13 +40,14 @@ void run(Model& model, KvCache& kv, const std::vector<int32_t>& ids, int start, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 || std::string(argv[1]) != "--model") {
-    std::cerr << "usage: forward_probe --model DIR < requests.jsonl\n";
+  const bool quantize = argc == 5 && std::string(argv[3]) == "--quantization" && std::string(argv[4]) == "fp8";
+  if ((argc != 3 && !quantize) || std::string(argv[1]) != "--model") {
+    std::cerr << "usage: forward_probe --model DIR [--quantization fp8] < requests.jsonl\n";
     return 2;
   }
   try {
     auto backend = make_backend("cpu", 0);
-    auto model = load_model(argv[2], *backend);
+    auto model = load_model(argv[2], *backend, false, quantize);
     const ModelConfig& c = model->config();
     std::string line;
     while (std::getline(std::cin, line)) {

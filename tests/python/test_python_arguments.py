@@ -39,7 +39,7 @@ def test_the_originals_defaults():
                           diversity_enforce=False, diversity_enforce_barrier=100, epsilon_greedy=False, epsilon=0.1,
                           kvcache_block_size=256, num_kvcache_blocks=-1, mask_token_id=-1, block_length=None,
                           dtype="auto", device="auto", num_threads=0, kv_cache_memory_bytes=0,
-                          enable_prefix_caching=True, load_format="auto")
+                          enable_prefix_caching=True, load_format="auto", quantize_fp8=False, quantization=None)
 
 
 def test_config_reaches_the_engine(model):

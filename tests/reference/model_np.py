@@ -2,7 +2,8 @@
 
 Weights are read as fp32 (what the engine computes from) and widened to float64, so the only
 difference to the engine is the engine's own fp32 rounding. Layer math: reference/models.md §1.3
-(SDAR), §2.2 (LLaDA).
+(SDAR), §2.2 (LLaDA). FP8 (fp8_np.py): projections stored in e4m3 with scales, or quantized at
+load with quantize_fp8, read back as floats, and their input activations quantized on the fly.
 
 Why a full recompute with a segment mask equals the engine's cached decode (docs/decoding.md §1):
 give every position x a segment seg(x) and let query p attend key q iff seg(q) <= seg(p).
@@ -24,6 +25,7 @@ import math
 import numpy as np
 
 import config_np
+import fp8_np
 import safetensors_np
 
 
@@ -65,9 +67,15 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
-def swiglu(x, gate, up, down):
-    """down(silu(gate x) * up x) with [out, in] weight matrices."""
-    return (silu(x @ gate.T) * (x @ up.T)) @ down.T
+def _identity(x):
+    return x
+
+
+def swiglu(x, gate, up, down, quantize_in=_identity, quantize_hidden=_identity):
+    """down(silu(gate x) * up x) with [out, in] weight matrices; the quantize_* functions are
+    applied to the inputs of gate|up and of down (FP8 activations)."""
+    x = quantize_in(x)
+    return quantize_hidden(silu(x @ gate.T) * (x @ up.T)) @ down.T
 
 
 def moe_routing(router_logits, top_k, norm_topk_prob):
@@ -82,14 +90,22 @@ def moe_routing(router_logits, top_k, norm_topk_prob):
     return experts, weights
 
 
-def moe_mlp(x, router, experts, top_k, norm_topk_prob):
+def moe_mlp(x, router, experts, top_k, norm_topk_prob, quantize_in=_identity, quantize_hidden=_identity):
     """Sum over each row's routed experts of weight * SwiGLU expert; experts = [(g, u, d)]."""
     chosen, weights = moe_routing(x @ router.T, top_k, norm_topk_prob)
     out = np.zeros_like(x)
     for row in range(x.shape[0]):
         for expert, weight in zip(chosen[row], weights[row]):
-            out[row] += weight * swiglu(x[row:row + 1], *experts[expert])[0]
+            out[row] += weight * swiglu(x[row:row + 1], *experts[expert], quantize_in, quantize_hidden)[0]
     return out
+
+
+def activation_quantizer(group):
+    """The input quantization of a projection whose weight is FP8 with this activation group
+    (0: a scale per row; 128: per row and 128 columns; "tensor": one scale), or none (None)."""
+    if group is None:
+        return _identity
+    return lambda x: fp8_np.fake_quantize(x, group or None)
 
 
 def segment_ids(family, num_tokens, num_prefill, block_length):
@@ -103,9 +119,10 @@ def segment_ids(family, num_tokens, num_prefill, block_length):
 class _WeightReader:
     """Takes named tensors out of a checkpoint, checking their shapes, as float64."""
 
-    def __init__(self, tensors, model_dir):
+    def __init__(self, tensors, model_dir, quantize_fp8=False):
         self._tensors = tensors
         self._model_dir = model_dir
+        self._quantize_fp8 = quantize_fp8
 
     def has(self, name):
         return name in self._tensors
@@ -118,6 +135,21 @@ class _WeightReader:
             raise ValueError(f"{self._model_dir}: tensor {name} has shape {list(array.shape)}, "
                              f"expected {list(shape)}")
         return array.astype(np.float64)
+
+    def take_projection(self, name, shape):
+        """(weight, activation group) of a projection: an FP8 checkpoint tensor (its codes
+        beside a weight_scale_inv of 128x128 blocks, or a weight_scale per tensor or row) read
+        back as floats, a float one quantized per row when quantizing at load, or else the
+        float weight with group None."""
+        base = name[:name.rindex(".") + 1]
+        if base + "weight_scale_inv" in self._tensors:
+            return fp8_np.dequantize(self.take(name, shape), self._tensors[base + "weight_scale_inv"], block=128), 128
+        if base + "weight_scale" in self._tensors:
+            return fp8_np.dequantize(self.take(name, shape), self._tensors[base + "weight_scale"]), 0
+        weight = self.take(name, shape)
+        if self._quantize_fp8:
+            return fp8_np.fake_quantize_weight(self._tensors[name]), 0
+        return weight, None
 
 
 # Per-family tensor names of the pieces every layer has (reference/models.md §1.2, §2.2).
@@ -143,10 +175,10 @@ _NAMES["sdar_moe"] = _NAMES["sdar"]
 class ReferenceModel:
     """A loaded checkpoint; forward() recomputes the whole sequence every call."""
 
-    def __init__(self, config, tensors, model_dir="<memory>"):
+    def __init__(self, config, tensors, model_dir="<memory>", quantize_fp8=False):
         self.config = config
         names = _NAMES[config.family]
-        reader = _WeightReader(tensors, model_dir)
+        reader = _WeightReader(tensors, model_dir, quantize_fp8)
         hidden = config.hidden_size
         if config.num_heads % config.num_kv_heads:
             raise ValueError(f"{model_dir}: {config.num_heads} attention heads are not a "
@@ -163,9 +195,9 @@ class ReferenceModel:
         self.layers = [self._read_layer(reader, names, l) for l in range(config.num_layers)]
 
     @classmethod
-    def from_dir(cls, model_dir):
+    def from_dir(cls, model_dir, quantize_fp8=False):
         return cls(config_np.load_config(model_dir), safetensors_np.load_checkpoint(model_dir),
-                   model_dir)
+                   model_dir, quantize_fp8)
 
     @property
     def vocab_rows(self):
@@ -180,9 +212,20 @@ class ReferenceModel:
         def take(key, shape):
             return reader.take(prefix + names[key], shape)
 
-        layer = dict(attn_norm=take("attn_norm", (hidden,)), q=take("q", (q_width, hidden)),
-                     k=take("k", (kv_width, hidden)), v=take("v", (kv_width, hidden)),
-                     o=take("o", (hidden, q_width)), mlp_norm=take("mlp_norm", (hidden,)))
+        # fp8[key]: the activation group of an FP8 projection (activation_quantizer); absent
+        # for float ones. A stack the engine runs as one product shares its inputs' group.
+        fp8 = {}
+
+        def projection(key, shape, group_key=None):
+            weight, group = reader.take_projection(prefix + names[key], shape)
+            if group is not None:
+                fp8[group_key or key] = group
+            return weight
+
+        layer = dict(attn_norm=take("attn_norm", (hidden,)), q=projection("q", (q_width, hidden)),
+                     k=projection("k", (kv_width, hidden)), v=projection("v", (kv_width, hidden)),
+                     o=projection("o", (hidden, q_width)), mlp_norm=take("mlp_norm", (hidden,)),
+                     fp8=fp8)
         if c.qk_norm:
             layer["q_norm"] = take("q_norm", (c.head_dim,))
             layer["k_norm"] = take("k_norm", (c.head_dim,))
@@ -190,38 +233,50 @@ class ReferenceModel:
             width = c.moe_intermediate_size
             layer["router"] = take("router", (c.num_experts, hidden))
             expert = prefix + names["expert"]
-            layer["experts"] = [
-                tuple(reader.take(expert.format(e) + f"{part}_proj.weight", shape)
-                      for part, shape in (("gate", (width, hidden)), ("up", (width, hidden)),
-                                          ("down", (hidden, width))))
-                for e in range(c.num_experts)]
+            experts = []
+            for e in range(c.num_experts):
+                parts = []
+                for part, shape, group_key in (("gate", (width, hidden), "mlp_in"), ("up", (width, hidden), "mlp_in"),
+                                               ("down", (hidden, width), "mlp_hidden")):
+                    weight, group = reader.take_projection(expert.format(e) + f"{part}_proj.weight", shape)
+                    if group is not None:
+                        fp8[group_key] = group
+                    parts.append(weight)
+                experts.append(tuple(parts))
+            layer["experts"] = experts
         else:
             width = c.intermediate_size
-            layer["mlp"] = (take("gate", (width, hidden)), take("up", (width, hidden)),
-                            take("down", (hidden, width)))
+            layer["mlp"] = (projection("gate", (width, hidden), "mlp_in"), projection("up", (width, hidden), "mlp_in"),
+                            projection("down", (hidden, width), "mlp_hidden"))
         return layer
 
     def _attention_block(self, layer, x, positions, allowed):
         c = self.config
         tokens = x.shape[0]
-        q = (x @ layer["q"].T).reshape(tokens, c.num_heads, c.head_dim)
-        k = (x @ layer["k"].T).reshape(tokens, c.num_kv_heads, c.head_dim)
-        v = (x @ layer["v"].T).reshape(tokens, c.num_kv_heads, c.head_dim)
+        fp8 = layer["fp8"]
+        q = (activation_quantizer(fp8.get("q"))(x) @ layer["q"].T).reshape(tokens, c.num_heads, c.head_dim)
+        k = (activation_quantizer(fp8.get("k"))(x) @ layer["k"].T).reshape(tokens, c.num_kv_heads, c.head_dim)
+        v = (activation_quantizer(fp8.get("v"))(x) @ layer["v"].T).reshape(tokens, c.num_kv_heads, c.head_dim)
         if c.qk_norm:  # Qwen3: per-head RMSNorm before RoPE
             q = rms_norm(q, layer["q_norm"], c.rms_norm_eps)
             k = rms_norm(k, layer["k_norm"], c.rms_norm_eps)
         q, k = rope(q, positions, c.rope_theta), rope(k, positions, c.rope_theta)
-        return attention(q, k, v, allowed).reshape(tokens, -1) @ layer["o"].T
+        out = attention(q, k, v, allowed).reshape(tokens, -1)
+        return activation_quantizer(fp8.get("o"))(out) @ layer["o"].T
 
     def _mlp_block(self, layer, x):
+        fp8 = layer["fp8"]
+        quantize_in = activation_quantizer(fp8.get("mlp_in"))
+        quantize_hidden = activation_quantizer(fp8.get("mlp_hidden"))
         if "experts" in layer:
             return moe_mlp(x, layer["router"], layer["experts"], self.config.num_experts_per_tok,
-                           self.config.norm_topk_prob)
-        return swiglu(x, *layer["mlp"])
+                           self.config.norm_topk_prob, quantize_in, quantize_hidden)
+        return swiglu(x, *layer["mlp"], quantize_in, quantize_hidden)
 
-    def forward(self, tokens, segments, rows=None):
+    def forward(self, tokens, segments, rows=None, hidden_states=None):
         """Logits (float64) of `rows` (default: all) for the sequence `tokens` at positions
-        0..T-1, where a query at p attends a key at q iff segments[q] <= segments[p]."""
+        0..T-1, where a query at p attends a key at q iff segments[q] <= segments[p]. A list
+        given as hidden_states receives the residual stream after each layer."""
         tokens = np.asarray(tokens, dtype=np.int64)
         bad = tokens[(tokens < 0) | (tokens >= self.embed.shape[0])]
         if bad.size:
@@ -236,6 +291,8 @@ class ReferenceModel:
             h = h + self._attention_block(layer, rms_norm(h, layer["attn_norm"], eps), positions,
                                           allowed)
             h = h + self._mlp_block(layer, rms_norm(h, layer["mlp_norm"], eps))
+            if hidden_states is not None:
+                hidden_states.append(h)
         selected = h if rows is None else h[np.asarray(rows, dtype=np.int64)]
         return rms_norm(selected, self.final_norm, eps) @ self.head.T
 

@@ -1,5 +1,6 @@
 """Reads HF safetensors checkpoints (one file, or shards listed by model.safetensors.index.json)
-into float32 NumPy arrays, as the engine converts every weight to fp32 before computing.
+into float32 NumPy arrays, as the engine converts every weight to fp32 before computing (FP8
+e4m3 tensors to their codes' values, fp8_np.decode).
 
 File layout: 8-byte little-endian header length N, N bytes of JSON
 ({name: {dtype, shape, data_offsets: [begin, end]}, optional "__metadata__"}), then the data;
@@ -12,7 +13,9 @@ import struct
 
 import numpy as np
 
-_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2")}
+import fp8_np
+
+_DTYPES = {"F32": np.dtype("<f4"), "F16": np.dtype("<f2"), "BF16": np.dtype("<u2"), "F8_E4M3": np.dtype("u1")}
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
 
@@ -21,6 +24,8 @@ def _to_float32(raw, dtype_name):
     if dtype_name == "BF16":
         # bf16 is the top half of an fp32: widen the bits, no rounding involved.
         return (raw.astype(np.uint32) << 16).view(np.float32)
+    if dtype_name == "F8_E4M3":
+        return fp8_np.decode(raw).astype(np.float32)
     return raw.astype(np.float32)
 
 

@@ -26,6 +26,8 @@ class CpuBackend final : public Backend {
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;
+  bool supports_fp8() const override { return true; }
+  void matmul_fp8(const Tensor& x, const Linear& w, Tensor& out) override;
   void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const ForwardBatch& batch,
@@ -56,6 +58,21 @@ inline int threads_for(int64_t work) { return work < (int64_t{1} << 15) ? 1 : th
 // gemm_nn: out[M, N] = a[M, K] · b[K, N].
 void gemm_nt(const float* x, const float* w, float* out, int64_t M, int64_t N, int64_t K);
 void gemm_nn(const float* a, const float* b, float* out, int64_t M, int64_t N, int64_t K);
+
+// One FP8 weight matrix [rows, cols] (a Linear, or one expert's part of a stacked one).
+struct Fp8Matrix {
+  const uint8_t* codes = nullptr;
+  const float* scale = nullptr;  // [rows] or [ceil(rows/128), ceil(cols/128)], by scaling
+  int64_t rows = 0, cols = 0;
+  Fp8Scaling scaling = Fp8Scaling::PerChannel;
+};
+// Expert e's matrix of a stacked FP8 Linear [E, rows, cols].
+Fp8Matrix expert_matrix(const Linear& w, int64_t e);
+// out[M, N] = x[M, K] · wᵀ under FP8 (Backend::matmul_fp8), emulated in fp32: x is rounded to
+// e4m3 with its dynamic scales and back, w decoded, and the two multiplied by gemm_nt. The
+// products of e4m3 values are exact in fp32, so this differs from an FP8 GEMM with fp32
+// accumulation by fp32 rounding only.
+void gemm_nt_fp8(const float* x, const Fp8Matrix& w, float* out, int64_t M);
 
 // out[i] = silu(gate_up[i]) * gate_up[inter + i] for one row of gate_up [2 * inter].
 void swiglu_row(const float* gate_up, float* out, int64_t inter);

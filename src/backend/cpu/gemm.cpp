@@ -1,13 +1,16 @@
 // Matrix products: gemm_nt (the OpenBLAS call every projection and expert goes through),
-// gemm_nn (attention's probabilities times values) and the matmul op. OpenBLAS runs
+// gemm_nn (attention's probabilities times values), the matmul op and its FP8 twin. OpenBLAS runs
 // single-threaded (see CpuBackend's constructor); the products are split into OpenMP tasks here.
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "backend/cpu/cpu_backend_impl.h"
+#include "backend/op_checks.h"
+#include "core/fp8.h"
 
 namespace jet::cpu {
 
@@ -68,6 +71,49 @@ void CpuBackend::matmul(const Tensor& x, const Tensor& w, Tensor& out) {
   const int64_t N = w.dim(0);
   check_tensor(out, "matmul", "out", DType::F32, {M, N});
   gemm_nt(x.ptr<float>(), w.ptr<float>(), out.ptr<float>(), M, N, K);
+}
+
+Fp8Matrix expert_matrix(const Linear& w, int64_t e) {
+  const int64_t rows = w.weight.dim(1), cols = w.weight.dim(2);
+  const int64_t scales = fp8_scale_count(w.scaling, rows, cols);
+  return {w.weight.ptr<uint8_t>() + e * rows * cols, w.scale.ptr<float>() + e * scales, rows, cols, w.scaling};
+}
+
+void gemm_nt_fp8(const float* x, const Fp8Matrix& w, float* out, int64_t M) {
+  const int64_t N = w.rows, K = w.cols;
+  const bool blocks = w.scaling == Fp8Scaling::Block128;
+  const int64_t group = blocks ? 128 : std::max<int64_t>(K, 1);
+  const int64_t k_blocks = (K + 127) / 128;
+  // Independent rows: the decode of each may run on another thread (not from inside a parallel
+  // loop, where the MoE calls this per expert).
+  const int threads = omp_in_parallel() ? 1 : threads_for((M + N) * K);
+  std::vector<float> xq(M * K), wq(N * K);
+#pragma omp parallel num_threads(threads)
+  {
+    std::vector<uint8_t> codes(group);
+#pragma omp for
+    for (int64_t r = 0; r < M; ++r) {
+      for (int64_t k0 = 0; k0 < K; k0 += group) {
+        const int64_t n = std::min(group, K - k0);
+        const float scale = quantize_e4m3(x + r * K + k0, n, codes.data());
+        for (int64_t i = 0; i < n; ++i) xq[r * K + k0 + i] = e4m3_to_f32(codes[i]) * scale;
+      }
+    }
+#pragma omp for
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t k = 0; k < K; ++k) {
+        const float scale = blocks ? w.scale[n / 128 * k_blocks + k / 128] : w.scale[n];
+        wq[n * K + k] = e4m3_to_f32(w.codes[n * K + k]) * scale;
+      }
+    }
+  }
+  gemm_nt(xq.data(), wq.data(), out, M, N, K);
+}
+
+void CpuBackend::matmul_fp8(const Tensor& x, const Linear& w, Tensor& out) {
+  const MatmulShape s = check_matmul_fp8_args(x, w, out, DType::F32);
+  gemm_nt_fp8(x.ptr<float>(), {w.weight.ptr<uint8_t>(), w.scale.ptr<float>(), s.n, s.k, w.scaling}, out.ptr<float>(),
+              s.m);
 }
 
 }  // namespace jet::cpu

@@ -1,5 +1,6 @@
 // Mixture-of-experts FFN: fp32 router softmax over all experts, top-k (ties to the lower expert
-// id), optional renormalisation, then Σ_k weight_k * down_k(silu(gate_k x) * up_k x).
+// id), optional renormalisation, then Σ_k weight_k * down_k(silu(gate_k x) * up_k x), with
+// fp32 or FP8 expert weights.
 // One parallel loop over experts: each runs its GEMM pair over the tokens routed to it and
 // writes weighted rows into a per-route buffer; each token then sums its top-k rows in rank
 // order, so the result does not depend on the thread count.
@@ -77,9 +78,17 @@ void CpuBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
       sc.hidden.resize(n * I);
       sc.outputs.resize(n * H);
       for (int64_t i = 0; i < n; ++i) std::copy_n(x_data + routes[i] / top_k * H, H, sc.inputs.data() + i * H);
-      gemm_nt(sc.inputs.data(), w.gate_up.ptr<float>() + e * 2 * I * H, sc.gate_up.data(), n, 2 * I, H);
+      if (w.gate_up.fp8()) {
+        gemm_nt_fp8(sc.inputs.data(), expert_matrix(w.gate_up, e), sc.gate_up.data(), n);
+      } else {
+        gemm_nt(sc.inputs.data(), w.gate_up.weight.ptr<float>() + e * 2 * I * H, sc.gate_up.data(), n, 2 * I, H);
+      }
       for (int64_t i = 0; i < n; ++i) swiglu_row(sc.gate_up.data() + i * 2 * I, sc.hidden.data() + i * I, I);
-      gemm_nt(sc.hidden.data(), w.down.ptr<float>() + e * H * I, sc.outputs.data(), n, H, I);
+      if (w.down.fp8()) {
+        gemm_nt_fp8(sc.hidden.data(), expert_matrix(w.down, e), sc.outputs.data(), n);
+      } else {
+        gemm_nt(sc.hidden.data(), w.down.weight.ptr<float>() + e * H * I, sc.outputs.data(), n, H, I);
+      }
       for (int64_t i = 0; i < n; ++i) {
         const float weight = weights[routes[i]];
         float* dst = route_out.data() + routes[i] * H;

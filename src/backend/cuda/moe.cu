@@ -318,6 +318,7 @@ struct ChunkScratch {
 }  // namespace
 
 void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
+  JET_CHECK(!w.gate_up.fp8(), "moe: the cuda backend has no FP8 expert GEMMs");
   const MoeShape shape = check_moe_args(x, w, out, DType::BF16);
   const int64_t T = shape.tokens, H = shape.hidden, E = shape.experts, I = shape.inter;
   const int top_k = shape.top_k;
@@ -329,7 +330,7 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
   const int rows = rows_per_tile(chunk_routes, E);
   const int64_t max_tiles = max_tiles_for(chunk_routes, rows, E);
   // The copy engine needs 16-byte rows; odd widths take the element-wise copies.
-  const bool tma = H % 8 == 0 && I % 8 == 0 && aligned_16({x.data, w.gate_up.data, w.down.data});
+  const bool tma = H % 8 == 0 && I % 8 == 0 && aligned_16({x.data, w.gate_up.weight.data, w.down.weight.data});
   const ChunkScratch sizes(0, chunk_tokens, top_k, E, H, I, max_tiles, tma);
   const Tensor raw = grow_view(moe_scratch_, DType::I32, {static_cast<int64_t>(sizes.bytes / sizeof(int32_t))});
   const ChunkScratch s(reinterpret_cast<uintptr_t>(raw.data), chunk_tokens, top_k, E, H, I, max_tiles, tma);
@@ -357,7 +358,7 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     ExpertGemmMaps maps{};
 
     args.a = x_chunk.ptr<bf16>();
-    args.w = w.gate_up.ptr<bf16>();
+    args.w = w.gate_up.weight.ptr<bf16>();
     args.col_blocks = static_cast<int>((I + moe_detail::kHiddenCols - 1) / moe_detail::kHiddenCols);
     if (tma) {
       launch_kernel("gather_sorted_rows_kernel", gather_sorted_rows_kernel, blocks_for(routes * 32, 256), 256, 0,
@@ -370,7 +371,7 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     launch_expert_gemm<Product::GateUp>(tma, rows, args, maps, tiles, stream_);
 
     args.a = s.hidden;
-    args.w = w.down.ptr<bf16>();
+    args.w = w.down.weight.ptr<bf16>();
     args.col_blocks = static_cast<int>((H + moe_detail::kWeightRows - 1) / moe_detail::kWeightRows);
     if (tma) {
       maps.a = bf16_tensor_map(s.hidden, routes, I, rows);
