@@ -12,6 +12,7 @@ The op itself is checked exactly in tests/backend/test_fp8_ops.cpp.
 """
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -293,3 +294,32 @@ def test_bad_fp8_tensors_are_named(fp8_model, tmp_path, edit, expected):
 ])
 def test_bad_quantization_configs_are_named(fp8_model, tmp_path, edit, expected):
     assert expected in load_error(edited(fp8_model, tmp_path, edit_config=edit))
+
+
+# --- The quality benchmarks on the shipped demo model ---------------------------------------------
+
+DEMO = REPO / "models" / "sdar-tiny-arith"
+
+
+def test_fp8_keeps_the_demo_models_activations_close(tmp_path):
+    done = subprocess.run(["/usr/bin/python3", str(REPO / "bench" / "fp8_layer_error.py"), "--model", str(DEMO)],
+                          capture_output=True, text=True, check=True)
+    result = json.loads(done.stdout)
+    for scheme in ("per_channel", "block128"):
+        row = result[scheme]
+        assert row["all_finite"]
+        assert len(row["layer_rel_rms"]) == result["layers"]
+        # e4m3 rounds each value by up to 6%, about 2-3% RMS; trained layers stay within 5%.
+        assert max(row["layer_rel_rms"]) < 0.05 and row["logits_rel_rms"] < 0.05, row
+        assert row["logits_rel_rms"] > 1e-3  # and the quantization really happened
+
+
+def test_fp8_quality_benchmark_runs(tmp_path):
+    out = tmp_path / "q.json"
+    env = dict(os.environ, PYTHONPATH=str(BUILD / "python"))
+    subprocess.run(["/usr/bin/python3", str(REPO / "bench" / "fp8_quality.py"), "--n", "40", "--threads", "1",
+                    "--strategies", "low_confidence_dynamic", "--json", str(out)], env=env, check=True,
+                   capture_output=True, text=True)
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["accuracy"] >= 0.9 and abs(row["accuracy_fp8"] - row["accuracy"]) <= 0.05
+    assert row["identical_completions"] >= 0.9 and row["same_tokens"] >= row["identical_completions"]
