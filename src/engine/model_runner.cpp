@@ -14,8 +14,8 @@ namespace {
 // are rounded up so that batches of nearly the same shape share one CUDA graph (the graph key is
 // made of these sizes): a count above 8 to a multiple of 1/8 of its power of two, at most 12.5%
 // more. Streamed requests otherwise make a new shape almost every step, captured and seldom
-// replayed. (The save entries still vary: with the buckets, graphs ran 0.7% behind eager at 600
-// streamed requests, 2026-12-01 run 11; without them 1.3%, run 4.)
+// replayed. (The save entries still vary, so streaming keeps a small capture cost; the buckets
+// roughly halve it, as measured in bench/results.)
 int64_t bucketed(int64_t n) {
   if (n <= 8) return n;
   const int64_t step = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(n))) / 8;

@@ -36,19 +36,17 @@ namespace {
 using namespace attention_detail;
 
 // Splitting the key range below this many keys per split costs more in merging than it gains:
-// at 128, batches 1 and 4 of short prompts (one 256-key page) ran 3-4% slower split in two than
-// unsplit (2026-12-01 run 16).
+// at 128, batches 1 and 4 of short prompts (one 256-key page) ran slower split in two than unsplit.
 constexpr int kMinKeysPerSplit = 256;
 
 // Merges the splits' partial outputs: HD / 4 threads per output row (token, q head), 4 dimensions
 // each, so a split's part of a row is one float4. Every thread walks all the splits itself (a row's
 // statistics are one broadcast load per split), which leaves no reduction between threads, and the
-// loops are unrolled so that several splits' loads are in flight at once. The one-warp-per-row
-// kernel this replaced read a float at a time in dependent rounds: 10.4 us for 5 splits of 4,096
-// rows, beside 77 us of attention before it; 32 sequences of 2,048 keys took 87.2 us with it and
-// 82.1 us with this one, one sequence of 16,384 keys 48.7 and 34.6 us (2026-12-02 run 19).
-// Merging in the CTA of each group that finishes last instead (a counter per group, no launch)
-// took 95 us: the merges then run at the launch's tail, each CTA's rows a few dependent rounds.
+// loops are unrolled so that several splits' loads are in flight at once (one warp per row,
+// reading a float at a time in dependent rounds, made the merge a large share of a long-prefix
+// launch). Merging in the CTA of each group that finishes last instead (a counter per group, no
+// launch) was slower: the merges then run at the launch's tail, each CTA's rows a few dependent
+// rounds.
 template <int HD>
 __global__ void combine_splits_kernel(const Params p) {
   constexpr int kThreadsPerRow = HD / 4;
@@ -153,18 +151,14 @@ void run_attention(const Params& p, const LaunchShape& l, cudaStream_t stream) {
 }
 
 // Prefixes up to this many keys leave a launch bound by each CTA's latency (its loads, the merge
-// of its warps), not by bandwidth: at 128 sequences the dim-split kernel ran 64, 192 and 320 keys
-// 26%, 10% and 4% faster than attention_kernel, and 704 to 2,048 keys 3-6% slower, its 1,024 CTAs
-// filling 1.55 waves of 660 (2026-12-02 run 17).
+// of its warps), not by bandwidth: at 128 sequences the dim-split kernel beat attention_kernel
+// up to a few hundred keys and lost past it, where its CTAs fill a partial last wave.
 constexpr int64_t kDimSplitMaxKeys = 512;
 
 // Whether a launch of at most 16 or 32 rows per sequence runs the dim-split kernel: short prefixes,
-// or long ones whose CTAs fit one wave of it (8 to 64 sequences of 2,048 keys: up to 12% faster at
-// 16 rows, 2026-12-02 run 17; at 32 rows, 32 sequences of 2,048 keys 3-8% and 128 of 192 keys 13%
-// faster, run 19).
+// or long ones whose CTAs fit one wave of it (8 to 64 sequences of 2,048 keys at 16 or 32 rows).
 // Not for a handful of CTAs, where each one's latency is the launch's and the 64-key tiles of
-// attention_kernel take fewer rounds of barriers: one sequence of 2,048 or 16,384 keys ran 9%
-// slower, and batch 1 of short prompts 1% slower (2026-12-02 run 17).
+// attention_kernel take fewer rounds of barriers (one long sequence, batch 1 of short prompts).
 bool use_dim_split(int64_t ctas, int dim_split_resident, int64_t key_bound) {
   const int64_t multiprocessors = multiprocessor_count();
   if (4 * ctas < multiprocessors) return false;

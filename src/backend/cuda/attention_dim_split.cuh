@@ -132,8 +132,8 @@ __global__ void __launch_bounds__(kThreads, DimSplitConfig<HD, RowGroups>::kResi
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, quad = lane % 4, g = lane / 4;
   // The warp's row group (its 16 rows start at rows0) and its part of that group's keys and columns.
   // With one row group both are spelled out: the compiler cannot know that warp < 4, and the
-  // arithmetic it kept (35 more PTX instructions at hd 128) came with 16-row launches 2-6% slower
-  // (2026-12-02 run 19); spelled out, the PTX is the 16-row-only kernel's, to one instruction.
+  // arithmetic it kept made 16-row launches measurably slower; spelled out, the PTX is the
+  // 16-row-only kernel's, to one instruction.
   const int part = RowGroups == 1 ? warp : warp % Cfg::kGroupWarps;
   const int rows0 = RowGroups == 1 ? 0 : (warp / Cfg::kGroupWarps) * 16;
   uint32_t q_frag[HD / 16][4];

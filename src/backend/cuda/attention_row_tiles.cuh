@@ -3,11 +3,10 @@
 // keys and keep whole output rows, merged through shared memory at the end.
 //
 // Keys stream through shared memory in tiles of 64, gathered row by row through the page table
-// with cp.async into two stages (the next tile loads while the warps compute on the current one;
-// a third stage for denoise rows over long prefixes, with 2 CTAs per multiprocessor instead of 3,
-// measured no faster at 2,048 keys and 3% slower in streaming, 2026-12-01 run 11; one bulk copy
-// per K or V row through the TMA engine, 22% faster on 35 MB of K/V that stay in L2, was 9% slower
-// in the engine, whose K/V come from memory, run 14).
+// with cp.async into two stages (the next tile loads while the warps compute on the current one).
+// A third stage costs a resident CTA per multiprocessor and bought nothing; one bulk copy per K
+// or V row through the TMA engine wins only while the K/V stay in L2, which the engine's do not
+// (bench/results has both measurements).
 // The 4 warps divide a tile by rows or by keys, picked from the rows a sequence has:
 //   * prefill (more than 32 rows): each warp owns 16 rows and all 64 keys of every tile;
 //   * at most 16 rows (e.g. B = 4 tokens x 4 heads): the 4 warps share the 16 rows and each takes
@@ -63,8 +62,8 @@ __device__ __forceinline__ int64_t tile_first_row(const Params& p, int seq, int 
 
 // Issues the cp.async of keys [key0, key0 + kTileKeys) of (seq, kv head) into k_dst / v_dst,
 // given tile_first_row(key0). A thread copies the same 16-byte column of every kRowsPerPass-th
-// row, so its addresses step by a constant: the per-chunk index arithmetic this replaced took a
-// fifth of the kernel's issue slots (2026-12-01 run 14, Nsight Compute). Keys past the sequence's
+// row, so its addresses step by a constant: per-chunk index arithmetic took a large share of the
+// kernel's issue slots (Nsight Compute). Keys past the sequence's
 // key_count are zero-filled up to the end of the last warp's share (kWarpKeys) that holds a valid
 // key: their scores are masked, but 0 * NaN (what an unwritten cache slot may hold) would still
 // poison P·V. The shares after it are neither loaded nor read (the key loop skips them).
@@ -207,7 +206,7 @@ __device__ void attend_tile(const Params& p, const uint32_t (&q_frag)[HD / 16][4
 // cache rows ([page, slot, kv head, dim] layout) rather than one piece of many rows. The launch
 // bound caps registers at 168, so kResidentCtas fit a multiprocessor as their shared memory
 // allows: the 64-row configuration needed 190 (2 per multiprocessor), and at 168 it spills 16
-// bytes and runs prefill 12-16% faster (2026-12-01 run 15).
+// bytes yet runs prefill faster with the third resident CTA.
 template <int HD, int RowWarps>
 __global__ void __launch_bounds__(kThreads, kResidentCtas) attention_kernel(const Params p) {
   using Cfg = Config<HD, RowWarps>;

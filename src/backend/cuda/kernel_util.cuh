@@ -24,15 +24,15 @@ inline void check_launch(const char* kernel) { check(cudaGetLastError(), kernel)
 
 // Programmatic dependent launch (Hopper). Our kernels are launched with launch_kernel, which lets
 // the GPU start a kernel's CTAs while the kernel before it on the stream is still finishing, so
-// their launch overlaps the previous kernel's tail instead of following it (batch 1: 288.1 vs
-// 279.7 tok/s, 2026-12-01 run 11). The contract: every kernel launched this way calls
+// their launch overlaps the previous kernel's tail instead of following it (a few percent at
+// batch 1, where launches dominate). The contract: every kernel launched this way calls
 // await_previous_kernel() before it writes global memory or reads what a kernel wrote; it waits
 // until the previous kernel has finished and its writes are visible, then lets the next kernel
 // launch. Before the wait a kernel may read only what no kernel writes: a forward's batch layout
 // (ForwardBatch's positions, seq_starts, cached_lens and page_table), which the host uploads
 // before the forward's first kernel, is read there by qk_norm_rope and attention, and
 // qk_norm_rope reads its norm weights there (no kernel of a forward writes weights). (Prefetching
-// the weights before the wait cost 10% in the few-rows matmul.) JET_PDL=0 launches them plainly.
+// the weights before the wait slowed the few-rows matmul.) JET_PDL=0 launches them plainly.
 __device__ __forceinline__ void await_previous_kernel() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");

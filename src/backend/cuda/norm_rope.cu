@@ -126,8 +126,8 @@ using LongSingleRope = RopeLayout<1, 32, 8, 2, 8, 2>;
 // Block (x, y, z) = heads [x * H, (x + 1) * H) of new token y of sequence z (q, k, then v heads),
 // H = L::kHeadsPerBlock: for SDAR's 48 heads of 128, one block per token, each lane holding 8
 // elements of each half of 2 heads in 16-byte accesses (WideRope). (A warp a head with 2-element
-// accesses, 2026-12-01 to 12-02, spent about 190 instructions a head a warp: 9.2 us at 512
-// tokens, 31% of the bandwidth at 8,192.) q is written back in place; k and v go to the token's
+// accesses spent about 190 instructions a head a warp and reached a third of the bandwidth.) q is
+// written back in place; k and v go to the token's
 // cache slot, so no separate kernel copies them there. The token's position, angles and cache
 // slot and the norm weights (as floats in shared memory) are ready before the wait for the
 // previous kernel: they read only the batch layout and the weights. (That wait rarely hides

@@ -11,8 +11,7 @@
 // elements [8c, 8c + 8) of the chunk for weight row g of each n-tile and for x row g; the first mma
 // takes elements 8c..8c+3 where the PTX layout has k = 2c, 2c+1, 2c+8, 2c+9, the second 8c+4..8c+7.
 // Several chunks' loads are issued before their mmas, so each thread keeps 128 bytes of weights in
-// flight. At 9 to 16 rows the x rows g + 8 double the loads per weight byte and cuBLASLt is faster
-// (3.64 vs 2.60 ms for SDAR-4B's layers at M = 16, 2026-12-01 run 11).
+// flight. At 9 to 16 rows the x rows g + 8 double the loads per weight byte and cuBLASLt is faster.
 // Products with few columns (2,560: 160 CTAs on 132 multiprocessors) also split K across CTAs,
 // as many as fill the GPU's waves (kernel_util.cuh): each split writes its fp32 partial sums to
 // scratch, and the CTA that finishes a column tile last (a counter per tile, reset by that CTA,
