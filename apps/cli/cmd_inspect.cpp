@@ -10,12 +10,7 @@
 
 #include "arg_parser.h"
 #include "commands.h"
-#include "model/checkpoint.h"
-#include "model/model_config.h"
-#include "model/weight_map.h"
-#include "jet/chat.h"
-#include "jet/tokenizer.h"
-#include "tokenizer/chat_template.h"
+#include "jet/inspect.h"
 
 namespace jet::cli {
 namespace {
@@ -28,46 +23,6 @@ constexpr const char* kUsage =
     "load, 1 otherwise.\n";
 
 constexpr size_t kMaxListedUnexpected = 5;
-
-struct Inspection {
-  std::string dir;
-  ModelConfig config;
-  int64_t parameters;
-  DType dtype;
-  size_t shards;
-  WeightReport report;
-  // "OK ..." / "none", or the error that loading gave; ok false for an error.
-  std::string tokenizer, chat_template;
-  bool tokenizer_ok = false, chat_template_ok = false;
-  bool ok() const { return report.ok() && tokenizer_ok && chat_template_ok; }
-};
-
-void check_tokenizer(Inspection& x) {
-  try {
-    const Tokenizer tokenizer = Tokenizer::from_dir(x.dir);
-    x.tokenizer = "OK (" + std::to_string(tokenizer.size()) + " ids)";
-    x.tokenizer_ok = true;
-  } catch (const Error& e) {
-    x.tokenizer = e.what();
-  }
-}
-
-// A folder without a template (base models) is fine; one whose template does not compile is not.
-void check_chat_template(Inspection& x) {
-  const std::string config = x.dir + "/tokenizer_config.json";
-  x.chat_template_ok = true;
-  if (!has_chat_template_source(config)) {
-    x.chat_template = "none";
-    return;
-  }
-  try {
-    ChatTemplate::from_tokenizer_config(config);
-    x.chat_template = "OK";
-  } catch (const Error& e) {
-    x.chat_template = e.what();
-    x.chat_template_ok = false;
-  }
-}
 
 // 4411424256 -> "4.41B"
 std::string short_count(int64_t n) {
@@ -91,80 +46,78 @@ std::string join(const std::vector<int64_t>& ids) {
   return out;
 }
 
-void print_text(const Inspection& x) {
-  const ModelConfig& c = x.config;
+void print_text(const ModelInspection& x) {
   std::printf("model:           %s\n", x.dir.c_str());
-  std::printf("model_type:      %s (%s attention%s)\n", c.model_type.c_str(),
-              c.block_causal ? "block-causal" : "bidirectional", c.qk_norm ? ", qk-norm" : "");
-  std::printf("layers:          %lld\n", static_cast<long long>(c.layers));
-  std::printf("hidden:          %lld\n", static_cast<long long>(c.hidden));
-  std::printf("heads:           %lld (kv heads %lld, head_dim %lld)\n", static_cast<long long>(c.heads),
-              static_cast<long long>(c.kv_heads), static_cast<long long>(c.head_dim));
-  std::printf("intermediate:    %lld\n", static_cast<long long>(c.intermediate));
-  if (c.num_experts > 0) {
-    std::printf("experts:         %lld (top-%lld, moe_intermediate %lld)\n", static_cast<long long>(c.num_experts),
-                static_cast<long long>(c.experts_per_token), static_cast<long long>(c.moe_intermediate));
+  std::printf("model_type:      %s (%s attention%s)\n", x.model_type.c_str(),
+              x.block_causal ? "block-causal" : "bidirectional", x.qk_norm ? ", qk-norm" : "");
+  std::printf("layers:          %lld\n", static_cast<long long>(x.layers));
+  std::printf("hidden:          %lld\n", static_cast<long long>(x.hidden));
+  std::printf("heads:           %lld (kv heads %lld, head_dim %lld)\n", static_cast<long long>(x.heads),
+              static_cast<long long>(x.kv_heads), static_cast<long long>(x.head_dim));
+  std::printf("intermediate:    %lld\n", static_cast<long long>(x.intermediate));
+  if (x.experts > 0) {
+    std::printf("experts:         %lld (top-%lld, moe_intermediate %lld)\n", static_cast<long long>(x.experts),
+                static_cast<long long>(x.experts_per_token), static_cast<long long>(x.moe_intermediate));
   }
-  std::printf("vocab:           %lld\n", static_cast<long long>(c.vocab));
-  std::printf("tied embeddings: %s\n", c.tied ? "yes" : "no");
-  std::printf("block size:      %lld\n", static_cast<long long>(c.block_size));
-  std::printf("mask token:      %lld\n", static_cast<long long>(c.mask_token_id));
-  std::printf("eos tokens:      %s\n", join(c.eos_token_ids).c_str());
+  std::printf("vocab:           %lld\n", static_cast<long long>(x.vocab));
+  std::printf("tied embeddings: %s\n", x.tied ? "yes" : "no");
+  std::printf("block size:      %lld\n", static_cast<long long>(x.block_size));
+  std::printf("mask token:      %lld\n", static_cast<long long>(x.mask_token_id));
+  std::printf("eos tokens:      %s\n", join(x.eos_token_ids).c_str());
   std::printf("parameters:      %s (%lld)\n", short_count(x.parameters).c_str(), static_cast<long long>(x.parameters));
-  std::printf("dtype:           %s\n", std::string(dtype_name(x.dtype)).c_str());
-  if (c.fp8_checkpoint) std::printf("quantization:    FP8 checkpoint (e4m3 projections with scales)\n");
+  std::printf("dtype:           %s\n", x.dtype.c_str());
+  if (x.fp8_checkpoint) std::printf("quantization:    FP8 checkpoint (e4m3 projections with scales)\n");
   std::printf("shards:          %zu\n", x.shards);
-  if (!x.report.unexpected.empty()) {
-    std::printf("unexpected:      %zu tensor(s), ignored:", x.report.unexpected.size());
-    for (size_t i = 0; i < x.report.unexpected.size() && i < kMaxListedUnexpected; ++i) {
-      std::printf(" %s", x.report.unexpected[i].c_str());
+  if (!x.unexpected.empty()) {
+    std::printf("unexpected:      %zu tensor(s), ignored:", x.unexpected.size());
+    for (size_t i = 0; i < x.unexpected.size() && i < kMaxListedUnexpected; ++i) {
+      std::printf(" %s", x.unexpected[i].c_str());
     }
-    std::printf("%s\n", x.report.unexpected.size() > kMaxListedUnexpected ? " ..." : "");
+    std::printf("%s\n", x.unexpected.size() > kMaxListedUnexpected ? " ..." : "");
   }
   std::printf("tokenizer: %s\n", x.tokenizer.c_str());
   std::printf("chat template: %s\n", x.chat_template.c_str());
-  if (x.report.ok()) {
+  if (x.weights_ok()) {
     std::printf("weights: OK\n");
     return;
   }
-  std::printf("weights: %zu problem(s)\n", x.report.problems.size());
-  for (const std::string& problem : x.report.problems) std::printf("  %s\n", problem.c_str());
+  std::printf("weights: %zu problem(s)\n", x.problems.size());
+  for (const std::string& problem : x.problems) std::printf("  %s\n", problem.c_str());
 }
 
-void print_json(const Inspection& x) {
-  const ModelConfig& c = x.config;
+void print_json(const ModelInspection& x) {
   nlohmann::ordered_json out = {
       // ordered: keys print in this order
       {"model", x.dir},
-      {"model_type", c.model_type},
-      {"family", std::string(family_name(c.family))},
-      {"layers", c.layers},
-      {"hidden", c.hidden},
-      {"heads", c.heads},
-      {"kv_heads", c.kv_heads},
-      {"head_dim", c.head_dim},
-      {"intermediate", c.intermediate},
-      {"experts", c.num_experts},
-      {"experts_per_token", c.experts_per_token},
-      {"moe_intermediate", c.moe_intermediate},
-      {"vocab", c.vocab},
-      {"rms_eps", c.rms_eps},
-      {"rope_theta", c.rope_theta},
-      {"max_positions", c.max_positions},
-      {"tied", c.tied},
-      {"qk_norm", c.qk_norm},
-      {"block_causal", c.block_causal},
-      {"block_size", c.block_size},
-      {"mask_token_id", c.mask_token_id},
-      {"eos_token_ids", c.eos_token_ids},
-      {"bos_token_id", c.bos_token_id ? nlohmann::ordered_json(*c.bos_token_id) : nlohmann::ordered_json(nullptr)},
+      {"model_type", x.model_type},
+      {"family", x.family},
+      {"layers", x.layers},
+      {"hidden", x.hidden},
+      {"heads", x.heads},
+      {"kv_heads", x.kv_heads},
+      {"head_dim", x.head_dim},
+      {"intermediate", x.intermediate},
+      {"experts", x.experts},
+      {"experts_per_token", x.experts_per_token},
+      {"moe_intermediate", x.moe_intermediate},
+      {"vocab", x.vocab},
+      {"rms_eps", x.rms_eps},
+      {"rope_theta", x.rope_theta},
+      {"max_positions", x.max_positions},
+      {"tied", x.tied},
+      {"qk_norm", x.qk_norm},
+      {"block_causal", x.block_causal},
+      {"block_size", x.block_size},
+      {"mask_token_id", x.mask_token_id},
+      {"eos_token_ids", x.eos_token_ids},
+      {"bos_token_id", x.bos_token_id ? nlohmann::ordered_json(*x.bos_token_id) : nlohmann::ordered_json(nullptr)},
       {"parameters", x.parameters},
-      {"dtype", std::string(dtype_name(x.dtype))},
-      {"fp8_checkpoint", c.fp8_checkpoint},
+      {"dtype", x.dtype},
+      {"fp8_checkpoint", x.fp8_checkpoint},
       {"shards", x.shards},
-      {"weights_ok", x.report.ok()},
-      {"problems", x.report.problems},
-      {"unexpected", x.report.unexpected},
+      {"weights_ok", x.weights_ok()},
+      {"problems", x.problems},
+      {"unexpected", x.unexpected},
       {"tokenizer_ok", x.tokenizer_ok},
       {"tokenizer", x.tokenizer},
       {"chat_template_ok", x.chat_template_ok},
@@ -181,16 +134,7 @@ int cmd_inspect(const Args& args) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  Inspection x;
-  x.dir = flags.require("--model");
-  x.config = load_model_config(x.dir);
-  const Checkpoint checkpoint(x.dir);
-  x.parameters = checkpoint.parameter_count();
-  x.dtype = checkpoint.dominant_dtype();
-  x.shards = checkpoint.shard_count();
-  x.report = validate_weights(x.config, checkpoint);
-  check_tokenizer(x);
-  check_chat_template(x);
+  const ModelInspection x = inspect_model(flags.require("--model"));
   if (flags.has("--json")) {
     print_json(x);
   } else {

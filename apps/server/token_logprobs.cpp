@@ -5,7 +5,7 @@
 #include <cmath>
 #include <utility>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace jet::server {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "sampling/rng.h"
+#include "core/hash.h"
 
 namespace jet {
 

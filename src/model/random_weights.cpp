@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/dtype.h"
+#include "core/hash.h"
 #include "model/weight_map.h"
 
 namespace jet {
@@ -14,12 +15,7 @@ constexpr float kLogitStd = 2.0f;   // tools/make_tiny_model.py's LOGIT_STD
 constexpr float kNormNoise = 0.05f;  // and its NORM_NOISE
 
 // splitmix64 of (seed, tensor, element): independent of thread count and order.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+uint64_t mix(uint64_t x) { return mix64(x + 0x9e3779b97f4a7c15ull); }
 
 // Uniform on [-sqrt(3), sqrt(3)): mean 0, variance 1.
 float unit_uniform(uint64_t seed, uint64_t tensor, uint64_t i) {

@@ -6,7 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "backend/backend.h"
+#include "core/error.h"  // the jet::Error these functions throw
+#include "sampling/sampling_types.h"
 
 namespace jet {
 

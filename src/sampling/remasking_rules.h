@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "backend/backend.h"
+#include "sampling/sampling_types.h"
 #include "core/host_device.h"
 #include "sampling/rng.h"
 

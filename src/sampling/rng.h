@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "core/hash.h"
 #include "core/host_device.h"
 
 namespace jet {
@@ -15,13 +16,6 @@ constexpr uint64_t kRandomStrategyLane = uint64_t{1} << 32;
 // Lane of epsilon-greedy's draw, one per block and step (at the block's first position): whether
 // the step uses `random` instead of the request's strategy.
 constexpr uint64_t kEpsilonGreedyLane = kRandomStrategyLane + 1;
-
-// The SplitMix64 finaliser.
-JET_HOST_DEVICE inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // The hash of (seed, position, step): shared by every lane of one position's draws, so a caller
 // drawing many lanes (one per token id for Gumbel-max) hashes it once.

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "backend/backend.h"
+#include "sampling/sampling_types.h"
 
 namespace jet {
 

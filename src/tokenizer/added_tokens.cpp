@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "tokenizer/unicode_classes.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace jet::tokenizer {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <array>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace jet::byte_level {
 namespace {

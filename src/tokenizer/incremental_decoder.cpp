@@ -3,7 +3,7 @@
 // a tail starts with a lead byte, where the one-shot decoder starts a new sequence too.
 #include "jet/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace jet {
 

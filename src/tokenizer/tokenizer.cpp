@@ -2,7 +2,7 @@
 // post-processor) and decoding.
 #include "core/error.h"
 #include "tokenizer/tokenizer_impl.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace jet {
 

@@ -2,7 +2,7 @@
 // decoding, SDAR's <|MASK|>, and the incremental decoder on every case.
 #include <gtest/gtest.h>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 #include "tokenizer_test_support.h"
 
 namespace jet {

@@ -4,7 +4,7 @@
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/unicode_classes.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace jet {
 namespace {

@@ -1,5 +1,5 @@
-// UTF-8 helpers for the tokenizer: one-sequence decoding with the Unicode "maximal subpart"
-// rule, validation (with the offset of the first bad byte), lossy decoding (U+FFFD per maximal
+// UTF-8 helpers (the tokenizer's and the server's): one-sequence decoding with the Unicode
+// "maximal subpart" rule, validation (with the offset of the first bad byte), lossy decoding (U+FFFD per maximal
 // invalid subsequence, as Rust's from_utf8_lossy and so HF tokenizers do) and encoding.
 #pragma once
 

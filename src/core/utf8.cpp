@@ -1,5 +1,5 @@
 // UTF-8 decoding by the well-formed byte sequence table of the Unicode standard (Table 3-7).
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace jet::utf8 {
 namespace {
