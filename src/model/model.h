@@ -1,7 +1,7 @@
 // Model: the transformer of every supported family, loaded onto a backend. One forward runs the
 // layers over a batch (writing K/V into the paged cache) and, on request, the LM head for chosen
-// rows. The families differ only in weight names and options (see sdar.cpp, sdar_moe.cpp,
-// llada.cpp), so one forward serves them all.
+// rows. The families differ only in weight names and options (their architectures,
+// model/architecture.h and src/model/arch/), so one forward serves them all.
 #pragma once
 
 #include <map>

@@ -1,6 +1,6 @@
 // ModelConfig: the typed, validated architecture of a checkpoint, read from config.json (and the
-// stop tokens from generation_config.json). One struct for every family; each family's own keys
-// (SDAR = Qwen3 names, LLaDA = OLMo names) are mapped onto it in model_config.cpp.
+// stop tokens from generation_config.json). One struct for every family; each family's
+// architecture (src/model/arch/) maps its own keys (SDAR: Qwen3 names, LLaDA: OLMo names) onto it.
 #pragma once
 
 #include <cstdint>

@@ -1,85 +1,22 @@
-// Per-family tensor naming schemes, the expected shapes, and checkpoint validation (FP8
-// projections included).
+// The expected tensors of a config (names from its architecture, model/architecture.h), their
+// shapes, and checkpoint validation (FP8 projections included).
 #include "model/weight_map.h"
 
 #include <optional>
 #include <unordered_set>
 
 #include "core/error.h"
+#include "model/architecture.h"
 #include "model/fp8_weights.h"
 
 namespace jet {
 namespace {
 
-// How one family names its tensors. Per-layer names are layer_prefix + index + "." + suffix;
-// expert names are layer_prefix + index + "." + experts_infix + expert + "." + expert suffix.
-// nullptr (a field left out): the family has no such tensor.
-struct NamingScheme {
-  const char* embed = nullptr;
-  const char* final_norm = nullptr;
-  const char* lm_head = nullptr;
-  const char* layer_prefix = nullptr;
-  const char* attn_norm = nullptr;
-  const char* q_proj = nullptr;
-  const char* k_proj = nullptr;
-  const char* v_proj = nullptr;
-  const char* o_proj = nullptr;
-  const char* q_norm = nullptr;
-  const char* k_norm = nullptr;
-  const char* mlp_norm = nullptr;
-  const char* gate_proj = nullptr;
-  const char* up_proj = nullptr;
-  const char* down_proj = nullptr;
-  const char* router = nullptr;
-  const char* experts_infix = nullptr;
-};
-
-// SDAR and SDAR-MoE: Qwen3 / Qwen3-MoE names (reference/models.md §1.2).
-constexpr NamingScheme kSdarScheme = {
-    .embed = "model.embed_tokens.weight",
-    .final_norm = "model.norm.weight",
-    .lm_head = "lm_head.weight",
-    .layer_prefix = "model.layers.",
-    .attn_norm = "input_layernorm.weight",
-    .q_proj = "self_attn.q_proj.weight",
-    .k_proj = "self_attn.k_proj.weight",
-    .v_proj = "self_attn.v_proj.weight",
-    .o_proj = "self_attn.o_proj.weight",
-    .q_norm = "self_attn.q_norm.weight",
-    .k_norm = "self_attn.k_norm.weight",
-    .mlp_norm = "post_attention_layernorm.weight",
-    .gate_proj = "mlp.gate_proj.weight",
-    .up_proj = "mlp.up_proj.weight",
-    .down_proj = "mlp.down_proj.weight",
-    .router = "mlp.gate.weight",
-    .experts_infix = "mlp.experts.",
-};
-
-// LLaDA / dLLM-Var: OLMo names (reference/models.md §2.2). ff_proj is the gate (SiLU side);
-// ff_out is the down projection inside a block and the LM head outside. No qk-norm, no experts.
-constexpr NamingScheme kLladaScheme = {
-    .embed = "model.transformer.wte.weight",
-    .final_norm = "model.transformer.ln_f.weight",
-    .lm_head = "model.transformer.ff_out.weight",
-    .layer_prefix = "model.transformer.blocks.",
-    .attn_norm = "attn_norm.weight",
-    .q_proj = "q_proj.weight",
-    .k_proj = "k_proj.weight",
-    .v_proj = "v_proj.weight",
-    .o_proj = "attn_out.weight",
-    .mlp_norm = "ff_norm.weight",
-    .gate_proj = "ff_proj.weight",
-    .up_proj = "up_proj.weight",
-    .down_proj = "ff_out.weight",
-};
-
 constexpr const char* kExpertGate = "gate_proj.weight";
 constexpr const char* kExpertUp = "up_proj.weight";
 constexpr const char* kExpertDown = "down_proj.weight";
 
-const NamingScheme& scheme(const ModelConfig& config) {
-  return config.family == ModelFamily::LLADA ? kLladaScheme : kSdarScheme;
-}
+const NamingScheme& scheme(const ModelConfig& config) { return architecture_of(config.family).names; }
 
 std::string layer_name(const NamingScheme& s, int64_t layer, const char* suffix) {
   return suffix ? str(s.layer_prefix, layer, ".", suffix) : std::string();

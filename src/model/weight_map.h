@@ -1,6 +1,6 @@
-// The HuggingFace tensor names and shapes each model family expects, and the check of a
-// checkpoint against them. All naming knowledge of a family lives here: the model code fetches
-// its weights through the *_weight_names helpers rather than spelling names itself.
+// The HuggingFace tensor names and shapes a model expects, and the check of a checkpoint
+// against them. The names come from the family's architecture (model/architecture.h); the model
+// code fetches its weights through the *_weight_names helpers rather than spelling names itself.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,19 @@
+// The architectures of src/model/arch/, one accessor per file, for architecture.cpp's table; and
+// the Qwen3 keys that SDAR and SDAR-MoE share (sdar.cpp).
+#pragma once
+
+#include "model/architecture.h"
+
+namespace jet {
+
+const Architecture& sdar_architecture();      // sdar.cpp
+const Architecture& sdar_moe_architecture();  // sdar_moe.cpp
+const Architecture& llada_architecture();     // llada.cpp
+
+// SDAR's dense Qwen3 keys (sizes, norms, RoPE, block size, mask id), which SDAR-MoE reads too.
+void read_qwen3_keys(const JsonObject& config, ModelConfig& c);
+// The Qwen3 names of SDAR and SDAR-MoE, and the keys they refuse.
+const NamingScheme& qwen3_names();
+const std::vector<FixedKey>& qwen3_fixed_keys();
+
+}  // namespace jet
