@@ -19,7 +19,7 @@
 #include "model/tensor_source.h"
 #include "model/model.h"
 #include "sampling/remasking.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 namespace jet {
 

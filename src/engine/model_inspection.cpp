@@ -6,7 +6,7 @@
 #include "model/checkpoint.h"
 #include "model/model_config.h"
 #include "model/weight_map.h"
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 namespace jet {
 

@@ -8,8 +8,8 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "tokenizer/chat_template.h"
-#include "tokenizer/jinja_template.h"
+#include "chat/chat_template.h"
+#include "chat/jinja_template.h"
 
 namespace jet::jinja::testing {
 

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "chat/jinja_test_helpers.h"
-#include "tokenizer/jinja_globals.h"
+#include "chat/jinja_globals.h"
 
 namespace jet::jinja::testing {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <limits>
 
-#include "tokenizer/jinja_strings.h"
+#include "chat/jinja_strings.h"
 
 namespace jet::jinja {
 namespace {

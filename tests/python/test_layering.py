@@ -5,7 +5,8 @@ the public headers, the apps and the Python extension points down or sideways, n
     sampling    -> core, sampling
     backend     -> core, sampling, backend          (backend/cpu and backend/cuda too)
     model       -> core, backend, model
-    tokenizer   -> core, tokenizer, jet (the public tokenizer and chat headers it implements)
+    tokenizer   -> core, tokenizer, jet (the public tokenizer header it implements)
+    chat        -> core, chat, jet (chat templates: the Jinja interpreter and chat.h)
     engine      -> everything in src, jet
     include/jet -> jet
     apps, python/src -> jet, core, and their own headers
@@ -24,7 +25,8 @@ ALLOWED = {
     "backend": {"core", "sampling", "backend"},
     "model": {"core", "backend", "model"},
     "tokenizer": {"core", "tokenizer", "jet"},
-    "engine": {"core", "sampling", "backend", "model", "tokenizer", "engine", "jet"},
+    "chat": {"core", "chat", "jet"},
+    "engine": {"core", "sampling", "backend", "model", "tokenizer", "chat", "engine", "jet"},
     "jet": {"jet"},
     "apps": {"jet", "core", "local"},
     "python": {"jet", "core", "local"},

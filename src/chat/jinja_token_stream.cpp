@@ -1,5 +1,5 @@
 // Token cursor shared by the parsers (see jinja_token_stream.h).
-#include "tokenizer/jinja_token_stream.h"
+#include "chat/jinja_token_stream.h"
 
 #include <algorithm>
 

@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_value.h"
+#include "chat/jinja_ast.h"
+#include "chat/jinja_value.h"
 
 namespace jet::jinja {
 

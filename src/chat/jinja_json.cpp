@@ -1,12 +1,12 @@
 // JSON conversion for the interpreter (see jinja_json.h).
-#include "tokenizer/jinja_json.h"
+#include "chat/jinja_json.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
-#include "tokenizer/jinja_strings.h"
+#include "chat/jinja_strings.h"
 
 namespace jet::jinja {
 namespace {

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tokenizer/jinja_lexer.h"
+#include "chat/jinja_lexer.h"
 
 namespace jet::jinja {
 

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_value.h"
+#include "chat/jinja_ast.h"
+#include "chat/jinja_value.h"
 
 namespace jet::jinja {
 

@@ -1,13 +1,13 @@
 // Python semantics of the template operators (see jinja_operators.h).
-#include "tokenizer/jinja_operators.h"
+#include "chat/jinja_operators.h"
 
 #include <algorithm>
 #include <cmath>
 #include <compare>
 #include <limits>
 
-#include "tokenizer/jinja_methods.h"
-#include "tokenizer/jinja_strings.h"
+#include "chat/jinja_methods.h"
+#include "chat/jinja_strings.h"
 
 namespace jet::jinja {
 namespace {

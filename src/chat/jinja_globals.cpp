@@ -1,9 +1,9 @@
 // Global functions of the template environment (see jinja_globals.h).
-#include "tokenizer/jinja_globals.h"
+#include "chat/jinja_globals.h"
 
 #include <ctime>
 
-#include "tokenizer/jinja_arguments.h"
+#include "chat/jinja_arguments.h"
 
 namespace jet::jinja {
 namespace {

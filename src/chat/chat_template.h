@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "jet/chat.h"
-#include "tokenizer/jinja_value.h"
+#include "chat/jinja_value.h"
 
 namespace jet {
 

@@ -4,7 +4,7 @@
 
 #include <string_view>
 
-#include "tokenizer/jinja_value.h"
+#include "chat/jinja_value.h"
 
 namespace jet::jinja {
 

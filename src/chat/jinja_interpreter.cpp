@@ -1,13 +1,13 @@
 // Template interpreter (see jinja_interpreter.h): executes statements into an output string and
 // evaluates expressions to Values.
-#include "tokenizer/jinja_interpreter.h"
+#include "chat/jinja_interpreter.h"
 
 #include <algorithm>
 #include <unordered_map>
 
-#include "tokenizer/jinja_filters.h"
-#include "tokenizer/jinja_globals.h"
-#include "tokenizer/jinja_operators.h"
+#include "chat/jinja_filters.h"
+#include "chat/jinja_globals.h"
+#include "chat/jinja_operators.h"
 
 namespace jet::jinja {
 namespace {

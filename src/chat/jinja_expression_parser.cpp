@@ -1,11 +1,11 @@
 // Expression parser (see jinja_expression_parser.h), one function per precedence level.
-#include "tokenizer/jinja_expression_parser.h"
+#include "chat/jinja_expression_parser.h"
 
 #include <algorithm>
 #include <charconv>
 
-#include "tokenizer/jinja_filters.h"
-#include "tokenizer/jinja_strings.h"
+#include "chat/jinja_filters.h"
+#include "chat/jinja_strings.h"
 
 namespace jet::jinja {
 namespace {

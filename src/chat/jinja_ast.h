@@ -8,8 +8,8 @@
 #include <variant>
 #include <vector>
 
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/jinja_value.h"
+#include "chat/jinja_lexer.h"
+#include "chat/jinja_value.h"
 
 namespace jet::jinja::ast {
 

@@ -1,11 +1,11 @@
 // str and dict methods for templates (see jinja_methods.h).
-#include "tokenizer/jinja_methods.h"
+#include "chat/jinja_methods.h"
 
 #include <string_view>
 #include <unordered_map>
 
-#include "tokenizer/jinja_arguments.h"
-#include "tokenizer/jinja_strings.h"
+#include "chat/jinja_arguments.h"
+#include "chat/jinja_strings.h"
 
 namespace jet::jinja {
 namespace {

@@ -1,11 +1,11 @@
 // Template parser (see jinja_parser.h): statements and template text, mirroring Jinja2's parser;
 // expressions go to the ExpressionParser.
-#include "tokenizer/jinja_parser.h"
+#include "chat/jinja_parser.h"
 
 #include <algorithm>
 
-#include "tokenizer/jinja_expression_parser.h"
-#include "tokenizer/jinja_token_stream.h"
+#include "chat/jinja_expression_parser.h"
+#include "chat/jinja_token_stream.h"
 
 namespace jet::jinja {
 namespace {

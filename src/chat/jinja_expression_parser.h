@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_token_stream.h"
+#include "chat/jinja_ast.h"
+#include "chat/jinja_token_stream.h"
 
 namespace jet::jinja {
 

@@ -1,5 +1,5 @@
 // Python-style argument binding for builtins (see jinja_arguments.h).
-#include "tokenizer/jinja_arguments.h"
+#include "chat/jinja_arguments.h"
 
 #include <algorithm>
 

@@ -1,5 +1,5 @@
 // Jinja filters and tests (see jinja_filters.h).
-#include "tokenizer/jinja_filters.h"
+#include "chat/jinja_filters.h"
 
 #include <algorithm>
 #include <cctype>
@@ -9,10 +9,10 @@
 #include <string>
 #include <unordered_map>
 
-#include "tokenizer/jinja_arguments.h"
-#include "tokenizer/jinja_json.h"
-#include "tokenizer/jinja_operators.h"
-#include "tokenizer/jinja_strings.h"
+#include "chat/jinja_arguments.h"
+#include "chat/jinja_json.h"
+#include "chat/jinja_operators.h"
+#include "chat/jinja_strings.h"
 
 namespace jet::jinja {
 namespace {

@@ -1,14 +1,14 @@
 // jet::ChatTemplate (include/jet/chat.h): reads a model's chat template and renders it with the
 // variables transformers' apply_chat_template passes.
-#include "tokenizer/chat_template.h"
+#include "chat/chat_template.h"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
-#include "tokenizer/jinja_json.h"
-#include "tokenizer/jinja_template.h"
+#include "chat/jinja_json.h"
+#include "chat/jinja_template.h"
 
 namespace jet {
 

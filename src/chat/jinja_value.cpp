@@ -1,7 +1,7 @@
 // The interpreter's value type (see jinja_value.h): construction, truthiness and Python str/repr.
-#include "tokenizer/jinja_value.h"
+#include "chat/jinja_value.h"
 
-#include "tokenizer/jinja_strings.h"
+#include "chat/jinja_strings.h"
 
 namespace jet::jinja {
 namespace {

@@ -1,14 +1,14 @@
 // Template lexer (see jinja_lexer.h). It follows the rules of Jinja2's lexer: the text before a tag
 // is stripped by `-`, or left-stripped up to its line start under lstrip_blocks; inside a tag the
 // end delimiter only counts when all brackets are closed.
-#include "tokenizer/jinja_lexer.h"
+#include "chat/jinja_lexer.h"
 
 #include <algorithm>
 #include <array>
 #include <optional>
 
 #include "core/error.h"
-#include "tokenizer/jinja_strings.h"
+#include "chat/jinja_strings.h"
 
 namespace jet::jinja {
 namespace {

@@ -2,7 +2,7 @@
 // transformers adds, raise_exception(message) and strftime_now(format).
 #pragma once
 
-#include "tokenizer/jinja_value.h"
+#include "chat/jinja_value.h"
 
 namespace jet::jinja {
 

@@ -1,8 +1,8 @@
 // Template: parse once, render many times (see jinja_template.h).
-#include "tokenizer/jinja_template.h"
+#include "chat/jinja_template.h"
 
-#include "tokenizer/jinja_interpreter.h"
-#include "tokenizer/jinja_parser.h"
+#include "chat/jinja_interpreter.h"
+#include "chat/jinja_parser.h"
 
 namespace jet::jinja {
 

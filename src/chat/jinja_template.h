@@ -5,9 +5,9 @@
 #include <string>
 #include <string_view>
 
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/jinja_value.h"
+#include "chat/jinja_ast.h"
+#include "chat/jinja_lexer.h"
+#include "chat/jinja_value.h"
 
 namespace jet::jinja {
 

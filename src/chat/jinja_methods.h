@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "tokenizer/jinja_value.h"
+#include "chat/jinja_value.h"
 
 namespace jet::jinja {
 

@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_lexer.h"
+#include "chat/jinja_ast.h"
+#include "chat/jinja_lexer.h"
 
 namespace jet::jinja {
 

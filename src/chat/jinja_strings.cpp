@@ -1,5 +1,5 @@
 // Python `str` semantics over UTF-8 (see jinja_strings.h).
-#include "tokenizer/jinja_strings.h"
+#include "chat/jinja_strings.h"
 
 #include <utf8proc.h>
 
