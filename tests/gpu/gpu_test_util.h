@@ -21,6 +21,16 @@
 
 namespace jet::gpu_test {
 
+// The exit status CTest reads as "skipped" (tests/gpu/CMakeLists.txt): the machine has no GPU.
+constexpr int kSkipWithoutDevice = 77;
+
+// Whether to skip: true (after saying so) when no CUDA device is visible.
+inline bool skip_without_device() {
+  if (cuda_device_available()) return false;
+  std::printf("SKIP no CUDA device\n");
+  return true;
+}
+
 class Report {
  public:
   void check(bool ok, const std::string& name, const std::string& detail = "") {

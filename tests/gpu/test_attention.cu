@@ -30,6 +30,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "gpu_test_util.h"
 #include "core/dtype.h"
 
 using namespace jet;
@@ -490,6 +491,7 @@ void bench(cuda::CudaBackend& cuda) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (jet::gpu_test::skip_without_device()) return jet::gpu_test::kSkipWithoutDevice;
   bool quick = false, timing = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

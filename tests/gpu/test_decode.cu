@@ -30,6 +30,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "gpu_test_util.h"
 #include "sampling/remasking.h"
 #include "sampling/rng.h"
 
@@ -513,6 +514,7 @@ void time_denoise_step(Backend& cpu, cuda::CudaBackend& gpu) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (jet::gpu_test::skip_without_device()) return jet::gpu_test::kSkipWithoutDevice;
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
   try {
     std::unique_ptr<Backend> cpu = make_cpu_backend(0);

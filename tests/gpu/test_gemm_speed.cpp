@@ -140,6 +140,7 @@ void report_timing(Report& report, const std::string& name, const Timing& t, dou
 }  // namespace
 
 int main() {
+  if (jet::gpu_test::skip_without_device()) return jet::gpu_test::kSkipWithoutDevice;
   Report report;
   report.run("gemm speed", [&] {
     auto backend = make_cuda_backend();

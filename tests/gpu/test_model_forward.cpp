@@ -130,6 +130,7 @@ void compare_family(Report& report, const std::string& name, const std::string& 
 }  // namespace
 
 int main() {
+  if (jet::gpu_test::skip_without_device()) return jet::gpu_test::kSkipWithoutDevice;
   Report report;
   std::mt19937 rng(99);
   compare_family(report, "sdar", "--arch sdar --seed 3", rng);

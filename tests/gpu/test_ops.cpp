@@ -281,6 +281,7 @@ void test_moe(Report& report, Twins& tw, std::mt19937& rng) {
 }  // namespace
 
 int main() {
+  if (jet::gpu_test::skip_without_device()) return jet::gpu_test::kSkipWithoutDevice;
   Report report;
   report.run("test_ops", [&] {
     Twins tw;
