@@ -1,7 +1,7 @@
 // Engine: loads model + tokenizer, validates requests, and runs the decode loop (one
 // implementation for every backend and every entry point: generate, generate_streaming, serve):
 // schedule -> prefill -> denoise forward (which also saves the blocks finished in the step
-// before) -> commit.
+// before) -> commit (block_commit.h). Slot state goes through the ModelRunner.
 #include "jet/engine.h"
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "backend/profiling_backend.h"
 #include "core/log.h"
+#include "engine/block_commit.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -268,12 +269,7 @@ void Engine::Impl::start_block(Sequence& seq, std::vector<int32_t> tokens) {
 
 void Engine::Impl::step(std::vector<Sequence*>& finished) {
   for (Sequence* seq : scheduler->schedule()) {
-    DecodeState& st = runner->state();
-    backend->set_slot_params(st, seq->slot, seq->request.slot);
-    if (seq->request.slot.repetition_penalty != 1.0f) {
-      backend->clear_seen(st, seq->slot);
-      backend->mark_seen(st, seq->slot, seq->prompt);
-    }
+    runner->begin_sequence(*seq);
     start_block(*seq, std::vector<int32_t>(seq->prompt.begin() + seq->num_prefill(block_length), seq->prompt.end()));
     // The prefill counts as one forward even when the prefix cache spared it: num_forwards
     // describes the decode, not the cache's luck.
@@ -312,35 +308,9 @@ void Engine::Impl::step(std::vector<Sequence*>& finished) {
 }
 
 bool Engine::Impl::commit(Sequence& seq, const BlockRecord& block) {
-  const int P = seq.prompt_len();
-  const Request& req = seq.request;
-  std::vector<int32_t> new_tokens;
-  bool stopped = false;
-  // Tokens past max_tokens are dropped, so a stop token or string there does not count.
-  for (int j = 0; j < block_length && !stopped && static_cast<int>(seq.completion.size()) < req.max_tokens; ++j) {
-    if (seq.block_start + j < P) continue;  // the prompt's tail shares the first block
-    const int32_t tok = block.tokens[j];
-    seq.completion.push_back(tok);
-    seq.trajectory.push_back(block.trajectory[j]);
-    seq.logprobs.push_back(block.logprobs[j]);
-    seq.entropies.push_back(block.entropies[j]);
-    new_tokens.push_back(tok);
-    const bool stop_string = seq.text.push(tok);
-    stopped = stop_string || std::binary_search(req.stop_ids.begin(), req.stop_ids.end(), tok);
-  }
-  seq.block_start += block_length;
-  if (stopped) {
-    seq.finish_reason = "stop";
-  } else if (static_cast<int>(seq.completion.size()) >= req.max_tokens ||
-             seq.block_start + block_length > options.max_model_len) {
-    seq.finish_reason = "length";
-  }
-  if (!seq.finish_reason.empty()) {  // its last block is never saved: no later query attends it
-    seq.text.finish();
-    seq.status = SeqStatus::Finished;
-    return true;
-  }
-  if (req.slot.repetition_penalty != 1.0f) backend->mark_seen(runner->state(), seq.slot, new_tokens);
+  const BlockCommit done = commit_block(seq, block, block_length, options.max_model_len);
+  if (done.finished) return true;
+  runner->mark_committed(seq, done.new_tokens);
   start_block(seq, {});
   seq.save_pending = true;
   return false;

@@ -65,6 +65,17 @@ void ModelRunner::start_forward() {
   idle_since_.reset();
 }
 
+void ModelRunner::begin_sequence(const Sequence& seq) {
+  backend_.set_slot_params(state_, seq.slot, seq.request.slot);
+  if (seq.request.slot.repetition_penalty == 1.0f) return;
+  backend_.clear_seen(state_, seq.slot);
+  backend_.mark_seen(state_, seq.slot, seq.prompt);
+}
+
+void ModelRunner::mark_committed(const Sequence& seq, const std::vector<int32_t>& tokens) {
+  if (seq.request.slot.repetition_penalty != 1.0f) backend_.mark_seen(state_, seq.slot, tokens);
+}
+
 void ModelRunner::start_block(int slot, const std::vector<int32_t>& tokens, int32_t mask_id) {
   const int B = block_length_;
   JET_ASSERT(slot >= 0 && slot < state_.num_slots && static_cast<int>(tokens.size()) == B);

@@ -42,6 +42,11 @@ class ModelRunner {
   Backend& backend() { return backend_; }
   DecodeState& state() { return state_; }
 
+  // Gives a newly admitted sequence its slot: its sampling parameters and, when it penalises
+  // repetition, its prompt as the set of seen ids.
+  void begin_sequence(const Sequence& seq);
+  // Adds a sequence's newly committed tokens to its seen ids (when it penalises repetition).
+  void mark_committed(const Sequence& seq, const std::vector<int32_t>& tokens);
   // Starts a block in `slot`: its B tokens (mask ids where masked); records zeroed. The block the
   // slot held becomes its saved block (the tokens a later forward writes the K/V of).
   void start_block(int slot, const std::vector<int32_t>& tokens, int32_t mask_id);
