@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
   const cudaStream_t stream = be.stream();
   const int64_t max_rows = 2 * kBlock * batch;
   std::vector<Buffer> owner;
-  Tensor x = be.alloc_tensor(owner, DType::BF16, {max_rows, kIntermediate});  // the widest k
+  Tensor x = be.alloc_tensor(owner, DType::BF16, {max_rows, kIntermediate});        // the widest k
   Tensor out = be.alloc_tensor(owner, DType::BF16, {max_rows, 2 * kIntermediate});  // the widest n
   Tensor logits = be.alloc_tensor(owner, DType::F32, {kBlock * batch, kVocab});
   Tensor lm_head = be.alloc_tensor(owner, DType::BF16, {kVocab, kHidden});

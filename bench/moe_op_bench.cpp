@@ -76,7 +76,9 @@ int main(int argc, char** argv) {
   for (int l = 0; l < layers; ++l) {
     MoeWeights w{be.alloc_tensor(owner, DType::BF16, {kExperts, kHidden}),
                  {be.alloc_tensor(owner, DType::BF16, {kExperts, 2 * kInter, kHidden})},
-                 {be.alloc_tensor(owner, DType::BF16, {kExperts, kHidden, kInter})}, kTopK, true};
+                 {be.alloc_tensor(owner, DType::BF16, {kExperts, kHidden, kInter})},
+                 kTopK,
+                 true};
     fill_uniform(be, w.router, seed++, 1.0f);
     fill_uniform(be, w.gate_up.weight, seed++, 0.05f);
     fill_uniform(be, w.down.weight, seed++, 0.05f);

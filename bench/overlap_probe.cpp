@@ -109,8 +109,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<Model> model_b = load_model(dir, b, true);
   const ModelConfig& c = model_a->config();
   const int pages_per_seq = (prefix + kBlock + kPageSize - 1) / kPageSize;
-  KvCache kv = a.alloc_kv_cache(static_cast<int>(c.layers), batch * pages_per_seq, kPageSize, static_cast<int>(c.kv_heads),
-                                static_cast<int>(c.head_dim));
+  KvCache kv = a.alloc_kv_cache(static_cast<int>(c.layers), batch * pages_per_seq, kPageSize,
+                                static_cast<int>(c.kv_heads), static_cast<int>(c.head_dim));
   for (size_t l = 0; l < kv.k.size(); ++l) {
     CHECK(cudaMemset(kv.k[l].data, 0, kv.k[l].nbytes()));
     CHECK(cudaMemset(kv.v[l].data, 0, kv.v[l].nbytes()));

@@ -16,8 +16,7 @@ namespace jet::cli {
 class ArgParser {
  public:
   // `value_flags` take a value, `bool_flags` do not. Names include the leading "--".
-  ArgParser(const std::vector<std::string>& args, std::set<std::string> value_flags,
-            std::set<std::string> bool_flags) {
+  ArgParser(const std::vector<std::string>& args, std::set<std::string> value_flags, std::set<std::string> bool_flags) {
     for (size_t i = 0; i < args.size(); ++i) {
       std::string name = args[i];
       std::optional<std::string> value;

@@ -74,10 +74,11 @@ std::map<std::string, double> op_seconds_since(const Engine& engine, const std::
 }  // namespace
 
 int cmd_bench(const Args& raw) {
-  ArgParser args(raw,
-                 with_engine_value_flags({"--batches", "--prompt-len", "--max-tokens", "--denoising-steps", "--strategy", "--mode2",
-                                          "--max-active", "--temperature", "--top-k", "--top-p"}),
-                 with_engine_bool_flags({"--profile", "--help"}));
+  ArgParser args(
+      raw,
+      with_engine_value_flags({"--batches", "--prompt-len", "--max-tokens", "--denoising-steps", "--strategy",
+                               "--mode2", "--max-active", "--temperature", "--top-k", "--top-p"}),
+      with_engine_bool_flags({"--profile", "--help"}));
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     std::fputs(kEngineFlagsHelp, stdout);
@@ -111,11 +112,11 @@ int cmd_bench(const Args& raw) {
   p.denoising_steps = args.get_int32("--denoising-steps", default_denoising_steps(engine));
   p.remasking_strategy = args.get("--strategy").value_or(p.remasking_strategy);
   engine.check_params(p);
-  std::printf("device %s  model %s  block %d  steps %d  prompt %d  max_tokens %d  strategy %s  temperature %g"
-              "  top_k %d  top_p %g\n",
-              engine.summary().device.c_str(), options.model.c_str(), engine.summary().block_length,
-              p.denoising_steps, prompt_len, max_tokens, p.remasking_strategy.c_str(), p.temperature, p.top_k,
-              p.top_p);
+  std::printf(
+      "device %s  model %s  block %d  steps %d  prompt %d  max_tokens %d  strategy %s  temperature %g"
+      "  top_k %d  top_p %g\n",
+      engine.summary().device.c_str(), options.model.c_str(), engine.summary().block_length, p.denoising_steps,
+      prompt_len, max_tokens, p.remasking_strategy.c_str(), p.temperature, p.top_k, p.top_p);
   std::printf("%6s %10s %10s %12s %9s %9s %12s %12s\n", "batch", "tokens", "seconds", "tok/s", "forwards", "ms/fwd",
               "device idle", options.profile_ops ? "GEMM share" : "");
   std::fflush(stdout);
@@ -169,9 +170,10 @@ int cmd_bench(const Args& raw) {
                               [&](size_t, jet::GenerationOutput&& out) { tokens += out.completion_ids.size(); });
     const double secs = seconds_since(start);
     const double idle = engine.device_idle_seconds() - idle_before;
-    std::printf("mode 2: %d requests (prompt 50-600, max_tokens 64-512), max_active %d: %zu tokens in %.3f s = %.1f "
-                "tok/s, device idle %.1f%%\n",
-                requests, max_active, tokens, secs, tokens / secs, 100.0 * idle / secs);
+    std::printf(
+        "mode 2: %d requests (prompt 50-600, max_tokens 64-512), max_active %d: %zu tokens in %.3f s = %.1f "
+        "tok/s, device idle %.1f%%\n",
+        requests, max_active, tokens, secs, tokens / secs, 100.0 * idle / secs);
   }
   return 0;
 }

@@ -60,9 +60,9 @@ void request_stop(int) { g_stop_requested = true; }
 
 int cmd_serve(const Args& raw) {
   ArgParser args(raw,
-                 with_engine_value_flags(
-                     {"--host", "--port", "--max-active", "--served-model-name", "--api-key", "--allowed-origin",
-                      "--read-timeout", "--write-timeout", "--max-connections", "--max-buffered-mb"}),
+                 with_engine_value_flags({"--host", "--port", "--max-active", "--served-model-name", "--api-key",
+                                          "--allowed-origin", "--read-timeout", "--write-timeout", "--max-connections",
+                                          "--max-buffered-mb"}),
                  with_engine_bool_flags({"--help"}));
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
@@ -73,8 +73,8 @@ int cmd_serve(const Args& raw) {
   // The connection limits are checked before the model loads, which can take minutes.
   options.read_timeout = args.get_double("--read-timeout", options.read_timeout);
   options.write_timeout = args.get_double("--write-timeout", options.write_timeout);
-  for (const auto& [flag, seconds] : {std::pair{"--read-timeout", options.read_timeout},
-                                      std::pair{"--write-timeout", options.write_timeout}}) {
+  for (const auto& [flag, seconds] :
+       {std::pair{"--read-timeout", options.read_timeout}, std::pair{"--write-timeout", options.write_timeout}}) {
     JET_CHECK(seconds > 0 && seconds <= 86400, flag, " must be in (0, 86400] seconds, got ", seconds);
   }
   options.max_connections = args.get_int32("--max-connections", options.max_connections);

@@ -29,8 +29,8 @@ const char* const kEngineFlagsHelp = R"(Engine
 
 std::set<std::string> with_engine_value_flags(std::set<std::string> flags) {
   flags.insert({"--model", "--device", "--block-length", "--max-num-seqs", "--max-model-len", "--kv-page-size",
-                "--max-num-batched-tokens", "--kv-cache-mb", "--kv-pages", "--gpu-memory-utilization", "--mask-token-id", "--threads",
-                "--load-format", "--quantization"});
+                "--max-num-batched-tokens", "--kv-cache-mb", "--kv-pages", "--gpu-memory-utilization",
+                "--mask-token-id", "--threads", "--load-format", "--quantization"});
   return flags;
 }
 

@@ -26,12 +26,9 @@ constexpr const char* kUsage =
 int main(int argc, char** argv) {
   using Verb = int (*)(const jet::cli::Args&);
   const std::map<std::string, Verb> verbs = {
-      {"tokenize", jet::cli::cmd_tokenize},
-      {"detokenize", jet::cli::cmd_detokenize},
-      {"inspect", jet::cli::cmd_inspect},
-      {"generate", jet::cli::cmd_generate},
-      {"chat", jet::cli::cmd_chat},
-      {"bench", jet::cli::cmd_bench},
+      {"tokenize", jet::cli::cmd_tokenize}, {"detokenize", jet::cli::cmd_detokenize},
+      {"inspect", jet::cli::cmd_inspect},   {"generate", jet::cli::cmd_generate},
+      {"chat", jet::cli::cmd_chat},         {"bench", jet::cli::cmd_bench},
 #ifdef JET_HAVE_SERVER
       {"serve", jet::cli::cmd_serve},
 #else

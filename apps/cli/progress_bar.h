@@ -28,8 +28,8 @@ class ProgressBar {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     constexpr int kWidth = 30;
     const int filled = total_ ? static_cast<int>(kWidth * done / total_) : kWidth;
-    std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu  %.1f tok/s", filled, "##############################",
-                 kWidth - filled, "", done, total_, secs > 0 ? tokens / secs : 0.0);
+    std::fprintf(stderr, "\r[%.*s%*s] %zu/%zu  %.1f tok/s", filled, "##############################", kWidth - filled,
+                 "", done, total_, secs > 0 ? tokens / secs : 0.0);
     std::fflush(stderr);
     drawn_ = true;
   }

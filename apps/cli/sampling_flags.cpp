@@ -35,8 +35,8 @@ const char* const kSamplingFlagsHelp = R"(Sampling (docs/decoding.md)
 
 std::set<std::string> with_sampling_value_flags(std::set<std::string> flags) {
   flags.insert({"--temperature", "--top-k", "--top-p", "--repetition-penalty", "--max-tokens", "--denoising-steps",
-                "--strategy", "--dynamic-threshold", "--dynamic-factor", "--eb-threshold", "--seed",
-                "--stop-token-ids", "--stop", "--diversity-enforce-barrier", "--epsilon-greedy"});
+                "--strategy", "--dynamic-threshold", "--dynamic-factor", "--eb-threshold", "--seed", "--stop-token-ids",
+                "--stop", "--diversity-enforce-barrier", "--epsilon-greedy"});
   return flags;
 }
 

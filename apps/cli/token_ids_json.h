@@ -18,7 +18,7 @@ inline std::vector<int32_t> ids_from_json(const nlohmann::json& value) {
   for (size_t i = 0; i < value.size(); ++i) {
     const nlohmann::json& id = value[i];
     // Unsigned values above INT64_MAX would wrap in an int64 read, so they are compared unsigned.
-    const bool fits = id.is_number_unsigned() ? id.get<uint64_t>() <= INT32_MAX
+    const bool fits = id.is_number_unsigned()  ? id.get<uint64_t>() <= INT32_MAX
                       : id.is_number_integer() ? id.get<int64_t>() >= INT32_MIN && id.get<int64_t>() <= INT32_MAX
                                                : false;
     JET_CHECK(fits, "element ", i, " of the id array is ", json_excerpt(id), ", not a 32-bit integer");

@@ -244,7 +244,7 @@ class Generation {
     size_t sent_characters = 0;  // characters of text sent (text_offset)
   };
   std::vector<StreamedLogprobs> streamed_;  // by choice, with stream and logprobs
-  size_t finished_ = 0;  // choices with their output
+  size_t finished_ = 0;                     // choices with their output
   bool begun_ = false, done_ = false, all_finished_ = true;
 };
 
@@ -283,7 +283,8 @@ struct HttpServer::Impl {
       : engine(served),
         options(std::move(o)),
         transport(
-            options, [this](HttpRequest&& request, std::shared_ptr<Exchange> exchange) {
+            options,
+            [this](HttpRequest&& request, std::shared_ptr<Exchange> exchange) {
               route(std::move(request), std::move(exchange));
             },
             // What the transport refuses itself (malformed, oversized, no free connection).
@@ -297,8 +298,8 @@ struct HttpServer::Impl {
         generate(endpoint, body, ex);
       };
     }
-    for (const auto& [path, answer] : {std::pair{"/tokenize", &tokenize_response},
-                                       std::pair{"/detokenize", &detokenize_response}}) {
+    for (const auto& [path, answer] :
+         {std::pair{"/tokenize", &tokenize_response}, std::pair{"/detokenize", &detokenize_response}}) {
       post_routes[path] = [this, answer = answer](const std::string& body, const std::shared_ptr<Exchange>& ex) {
         try {
           ex->respond(json_response(answer(body, engine)));
@@ -480,29 +481,23 @@ std::string HttpServer::Impl::metrics() {
     running = in_flight.size();
   }
   return str("# HELP jetengine_requests_total Requests answered, by outcome.\n",
-             "# TYPE jetengine_requests_total counter\n",
-             "jetengine_requests_total{outcome=\"ok\"} ", ok.load(), "\n",
+             "# TYPE jetengine_requests_total counter\n", "jetengine_requests_total{outcome=\"ok\"} ", ok.load(), "\n",
              "jetengine_requests_total{outcome=\"rejected\"} ", rejected.load(), "\n",
              "jetengine_requests_total{outcome=\"aborted\"} ", aborted.load(), "\n",
              "# HELP jetengine_prompt_tokens_total Prompt tokens of the finished requests.\n",
-             "# TYPE jetengine_prompt_tokens_total counter\n",
-             "jetengine_prompt_tokens_total ", prompt_tokens.load(), "\n",
-             "# HELP jetengine_completion_tokens_total Completion tokens of the finished requests.\n",
-             "# TYPE jetengine_completion_tokens_total counter\n",
-             "jetengine_completion_tokens_total ", completion_tokens.load(), "\n",
-             "# HELP jetengine_requests_running Requests the engine is decoding.\n",
-             "# TYPE jetengine_requests_running gauge\n",
-             "jetengine_requests_running ", running, "\n",
+             "# TYPE jetengine_prompt_tokens_total counter\n", "jetengine_prompt_tokens_total ", prompt_tokens.load(),
+             "\n", "# HELP jetengine_completion_tokens_total Completion tokens of the finished requests.\n",
+             "# TYPE jetengine_completion_tokens_total counter\n", "jetengine_completion_tokens_total ",
+             completion_tokens.load(), "\n", "# HELP jetengine_requests_running Requests the engine is decoding.\n",
+             "# TYPE jetengine_requests_running gauge\n", "jetengine_requests_running ", running, "\n",
              "# HELP jetengine_requests_waiting Requests queued for the engine.\n",
-             "# TYPE jetengine_requests_waiting gauge\n",
-             "jetengine_requests_waiting ", waiting, "\n",
-             "# HELP jetengine_http_connections Open HTTP connections.\n",
-             "# TYPE jetengine_http_connections gauge\n",
+             "# TYPE jetengine_requests_waiting gauge\n", "jetengine_requests_waiting ", waiting, "\n",
+             "# HELP jetengine_http_connections Open HTTP connections.\n", "# TYPE jetengine_http_connections gauge\n",
              "jetengine_http_connections ", transport.connections(), "\n",
              "# HELP jetengine_http_buffered_request_bytes Bytes of requests being read that count against "
              "--max-buffered-mb.\n",
-             "# TYPE jetengine_http_buffered_request_bytes gauge\n",
-             "jetengine_http_buffered_request_bytes ", transport.buffered_bytes(), "\n");
+             "# TYPE jetengine_http_buffered_request_bytes gauge\n", "jetengine_http_buffered_request_bytes ",
+             transport.buffered_bytes(), "\n");
 }
 
 HttpServer::HttpServer(Engine& engine, ServerOptions options)

@@ -20,11 +20,11 @@ namespace jet::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;          // 0: any free port (listen() returns it)
-  int max_active = 0;       // requests decoded together at most; <= 0: the engine's max_num_seqs
-  std::string model_name;   // what /v1/models lists and responses carry
-  SamplingParams defaults;  // for the fields a request leaves out
-  std::string api_key;      // when set, /v1/ routes need "Authorization: Bearer <api_key>" (else 401)
+  int port = 8000;                   // 0: any free port (listen() returns it)
+  int max_active = 0;                // requests decoded together at most; <= 0: the engine's max_num_seqs
+  std::string model_name;            // what /v1/models lists and responses carry
+  SamplingParams defaults;           // for the fields a request leaves out
+  std::string api_key;               // when set, /v1/ routes need "Authorization: Bearer <api_key>" (else 401)
   std::string allowed_origin = "*";  // CORS: Access-Control-Allow-Origin of every answer; "" = none
   // Against clients that hold connections without using them:
   double read_timeout = 30;   // seconds to send one request, header and body; then the connection closes

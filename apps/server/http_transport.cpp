@@ -254,9 +254,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // What to do once every queued byte is written.
   enum class Then { Nothing, ReadBody, ReadNext, Close };
 
-  bool current(const ExchangeImpl* from) const {
-    return !closed_ && from != nullptr && from == exchange_.get();
-  }
+  bool current(const ExchangeImpl* from) const { return !closed_ && from != nullptr && from == exchange_.get(); }
 
   void read_request() {
     if (hub_.stopping) return close();
@@ -355,9 +353,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // The budget for buffered request bytes cannot take this request's next read: refused now,
   // before it holds more, and only this connection is closed.
   void over_budget() {
-    HttpResponse busy = hub_.error_response(
-        503, str("the server holds as many request bytes as it may (--max-buffered-mb ", hub_.max_buffered_bytes >> 20,
-                 "); try again shortly"));
+    HttpResponse busy =
+        hub_.error_response(503, str("the server holds as many request bytes as it may (--max-buffered-mb ",
+                                     hub_.max_buffered_bytes >> 20, "); try again shortly"));
     busy.headers.emplace_back("Retry-After", kRetryAfterSeconds);
     refuse(busy);
   }
@@ -424,10 +422,14 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_ || writing_in_flight_) return;
     if (queued_.empty()) {
       switch (std::exchange(then_, Then::Nothing)) {
-        case Then::ReadBody: return read_body();
-        case Then::ReadNext: return read_request();
-        case Then::Close: return linger();
-        case Then::Nothing: return;
+        case Then::ReadBody:
+          return read_body();
+        case Then::ReadNext:
+          return read_request();
+        case Then::Close:
+          return linger();
+        case Then::Nothing:
+          return;
       }
     }
     writing_ = std::move(queued_);
@@ -480,7 +482,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Answer answer_ = Answer::None;
   unsigned version_ = 11;
   bool keep_alive_ = false, head_only_ = false;
-  size_t header_bytes_ = 0;  // of the request being read, taken by the parser
+  size_t header_bytes_ = 0;   // of the request being read, taken by the parser
   size_t buffered_held_ = 0;  // taken from the hub's budget for buffered request bytes
   std::string queued_, writing_;
   bool writing_in_flight_ = false;
@@ -621,15 +623,13 @@ struct HttpTransport::Impl {
   std::once_flag closed;
 
   Impl(const ServerOptions& o, Handler handler, ErrorResponder error_response)
-      : host(o.host),
-        port(o.port),
-        hub{from_seconds(o.read_timeout),
-            from_seconds(o.write_timeout),
-            static_cast<size_t>(std::max(o.max_connections, 1)),
-            o.max_pending_bytes,
-            o.max_buffered_bytes,
-            std::move(handler),
-            std::move(error_response)} {}
+      : host(o.host), port(o.port), hub{from_seconds(o.read_timeout),
+                                        from_seconds(o.write_timeout),
+                                        static_cast<size_t>(std::max(o.max_connections, 1)),
+                                        o.max_pending_bytes,
+                                        o.max_buffered_bytes,
+                                        std::move(handler),
+                                        std::move(error_response)} {}
 
   void accept() {
     acceptor.async_accept(net::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
@@ -685,8 +685,8 @@ int HttpTransport::listen() {
   if (!ec) s.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
   if (!ec) s.acceptor.bind(endpoint, ec);
   if (!ec) s.acceptor.listen(net::socket_base::max_listen_connections, ec);
-  JET_CHECK(!ec, "cannot listen on ", s.host, ":", s.port, " (in use, or not an address of this machine: ",
-            ec.message(), ")");
+  JET_CHECK(!ec, "cannot listen on ", s.host, ":", s.port,
+            " (in use, or not an address of this machine: ", ec.message(), ")");
   const int port = s.acceptor.local_endpoint().port();
   net::post(s.acceptor.get_executor(), [&s] { s.accept(); });
   for (int i = 0; i < kIoThreads; ++i) s.threads.emplace_back([&s] { s.io.run(); });

@@ -36,8 +36,12 @@ std::vector<int32_t> token_ids(const JsonObject& body, const std::string& key) {
 // name otherwise (a silently ignored field would give the client what it did not ask for).
 void refuse_unimplemented(const JsonObject& body) {
   static const std::vector<std::pair<const char*, std::vector<json>>> kNoOpValues = {
-      {"logit_bias", {json::object()}}, {"presence_penalty", {0}}, {"frequency_penalty", {0}},
-      {"min_tokens", {0}},              {"echo", {false}},         {"best_of", {1}},
+      {"logit_bias", {json::object()}},
+      {"presence_penalty", {0}},
+      {"frequency_penalty", {0}},
+      {"min_tokens", {0}},
+      {"echo", {false}},
+      {"best_of", {1}},
       {"suffix", {""}},
   };
   for (const auto& [key, no_ops] : kNoOpValues) {
@@ -135,8 +139,8 @@ std::vector<Prompt> read_prompts(const JsonObject& body) {
       prompts.emplace_back(one.get<std::string>());
       continue;
     }
-    JET_CHECK(one.is_array(), body.source(), ": key 'prompt': a list of prompts holds strings or lists of token ids, got ",
-              json_excerpt(one));
+    JET_CHECK(one.is_array(), body.source(),
+              ": key 'prompt': a list of prompts holds strings or lists of token ids, got ", json_excerpt(one));
     prompts.emplace_back(token_ids(JsonObject(json{{"prompt", one}}, body.source()), "prompt"));
   }
   return prompts;

@@ -50,8 +50,8 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const En
 // per output, in index order, n per prompt; the usage counts each prompt once and every choice's
 // tokens. With `logprobs` (the tokenizer that decodes the tokens), each choice has its "logprobs";
 // without, null.
-nlohmann::json completion_response(Endpoint endpoint, const std::string& id, int64_t created,
-                                   const std::string& model, const std::vector<GenerationOutput>& choices, int n,
+nlohmann::json completion_response(Endpoint endpoint, const std::string& id, int64_t created, const std::string& model,
+                                   const std::vector<GenerationOutput>& choices, int n,
                                    const Tokenizer* logprobs = nullptr);
 
 // One SSE chunk of a streamed response, for choice `index`: new completion text, or (finish_reason

@@ -99,9 +99,8 @@ json completion_logprobs(std::span<const TokenLogprob> tokens, size_t text_offse
 
 size_t count_characters(std::string_view text) {
   // Every byte but UTF-8's continuation bytes (10xxxxxx) begins a character.
-  return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) {
-    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-  }));
+  return static_cast<size_t>(
+      std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
 }
 
 }  // namespace jet::server

@@ -42,11 +42,11 @@ class TokenLogprobs {
 
  private:
   const Tokenizer* tokenizer_;
-  std::string pending_;             // bytes of a character not finished yet
+  std::string pending_;  // bytes of a character not finished yet
   std::vector<TokenLogprob> tokens_;
-  std::vector<size_t> starts_;      // by token: where its text begins in the completion text
-  std::vector<size_t> carried_;     // by token: pending bytes of earlier tokens its text begins with
-  size_t text_size_ = 0;            // bytes of text so far
+  std::vector<size_t> starts_;   // by token: where its text begins in the completion text
+  std::vector<size_t> carried_;  // by token: pending bytes of earlier tokens its text begins with
+  size_t text_size_ = 0;         // bytes of text so far
 };
 
 // A finished choice's tokens (its completion_ids and logprobs) against its completion_text.

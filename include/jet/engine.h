@@ -18,50 +18,50 @@ namespace jet {
 
 // Engine-wide settings (the original JetEngine's Config fields where they apply).
 struct EngineOptions {
-  std::string model;              // HF folder: config.json, *.safetensors, tokenizer.json
+  std::string model;  // HF folder: config.json, *.safetensors, tokenizer.json
   // "auto": the folder's safetensors; "dummy": random weights of the model's shapes (seed 0; for
   // benchmarks: the folder then needs config.json and the tokenizer only, as in vLLM).
   std::string load_format = "auto";
   // "": projections as the checkpoint stores them (an FP8 checkpoint runs FP8); "fp8": float
   // projections are quantized to FP8 e4m3 as they load (docs/fp8.md; the CPU backend today).
   std::string quantization;
-  std::string device = "auto";    // "cpu", "cuda" or "auto"
-  int32_t mask_token_id = -1;     // -1: the model's (config.json, else the family default)
-  int block_length = 0;           // 0: the model's training block size
-  int max_num_seqs = 512;         // sequences denoised together at most
-  int max_model_len = 4096;       // prompt + completion tokens of one sequence at most
-  int kvcache_page_size = 256;    // tokens per KV-cache page (any size: a block may span pages)
+  std::string device = "auto";  // "cpu", "cuda" or "auto"
+  int32_t mask_token_id = -1;   // -1: the model's (config.json, else the family default)
+  int block_length = 0;         // 0: the model's training block size
+  int max_num_seqs = 512;       // sequences denoised together at most
+  int max_model_len = 4096;     // prompt + completion tokens of one sequence at most
+  int kvcache_page_size = 256;  // tokens per KV-cache page (any size: a block may span pages)
   // Tokens of one forward at most: a step's sequences are split into as many forwards as this
   // takes (a single sequence's block, or prompt, may exceed it alone). Bounds the activation
   // memory, which the CUDA backend sets aside before sizing the KV cache.
   int max_num_batched_tokens = 16384;
-  int64_t num_kvcache_pages = -1; // -1: as many as kv_cache_memory_bytes allows
+  int64_t num_kvcache_pages = -1;     // -1: as many as kv_cache_memory_bytes allows
   int64_t kv_cache_memory_bytes = 0;  // 0: the backend's default budget
   // CUDA: share of the device's memory the engine may fill (the KV cache gets what the weights,
   // whatever else runs there, the activations of the largest forward and 1 GiB leave of it); used
   // when kv_cache_memory_bytes is 0.
   double gpu_memory_utilization = 0.9;
   bool enable_prefix_caching = true;  // share KV pages of identical prompt prefixes (SDAR only)
-  int num_threads = 0;            // CPU threads; 0 = all cores
-  bool profile_ops = false;       // time every backend op (slower; see Engine::op_seconds)
-  bool enforce_eager = false;     // CUDA: launch every op of every forward (no CUDA graphs)
+  int num_threads = 0;                // CPU threads; 0 = all cores
+  bool profile_ops = false;           // time every backend op (slower; see Engine::op_seconds)
+  bool enforce_eager = false;         // CUDA: launch every op of every forward (no CUDA graphs)
 };
 
 // Per-request sampling settings (the original's SamplingParams; see docs/decoding.md §3-5).
 struct SamplingParams {
-  double temperature = 1.0;       // 0 = greedy
-  int top_k = 0;                  // <= 0: off
-  double top_p = 1.0;             // 1: off
+  double temperature = 1.0;  // 0 = greedy
+  int top_k = 0;             // <= 0: off
+  double top_p = 1.0;        // 1: off
   double repetition_penalty = 1.0;
-  int max_tokens = 64;            // completion tokens at most (exact)
-  bool ignore_eos = false;        // do not stop at the model's EOS tokens
+  int max_tokens = 64;      // completion tokens at most (exact)
+  bool ignore_eos = false;  // do not stop at the model's EOS tokens
   std::vector<int32_t> stop_token_ids;
   // Stop strings: the completion ends at the first place its text (special tokens skipped) holds
   // one of them; completion_text stops before it, completion_ids end with the token that finished
   // it, finish_reason is "stop". A stream never sends text past it.
   std::vector<std::string> stop;
-  int block_length = 0;           // 0: the engine's; otherwise must equal it
-  int denoising_steps = 4;        // S, 1 <= S <= block_length
+  int block_length = 0;     // 0: the engine's; otherwise must equal it
+  int denoising_steps = 4;  // S, 1 <= S <= block_length
   std::string remasking_strategy = "low_confidence_static";
   double dynamic_threshold = 0.9;
   double dynamic_factor = 1.0;
@@ -69,8 +69,8 @@ struct SamplingParams {
   // Exploration, the original's diversity_enforce and epsilon_greedy (docs/decoding.md §4):
   int diversity_enforce_barrier = -1;  // >= 0: a block begun with at most this many completion
                                        // tokens uses `sequential`; -1: off
-  double epsilon_greedy = 0.0;    // chance that a denoise step uses `random` instead of the strategy
-  std::optional<uint64_t> seed;   // reproducible output, independent of the batch
+  double epsilon_greedy = 0.0;         // chance that a denoise step uses `random` instead of the strategy
+  std::optional<uint64_t> seed;        // reproducible output, independent of the batch
 };
 
 // The names SamplingParams::remasking_strategy accepts (docs/decoding.md §4), in a fixed order.
@@ -80,15 +80,15 @@ std::vector<std::string> remasking_strategies();
 using Prompt = std::variant<std::string, std::vector<int32_t>>;
 
 struct GenerationOutput {
-  std::string text;                  // decode(token_ids), special tokens kept
-  std::vector<int32_t> token_ids;    // prompt + completion
-  std::vector<int32_t> trajectory;   // per completion token: 1-based denoise step it was unmasked at
-  std::vector<float> logprobs;       // per completion token
-  std::vector<float> entropies;      // per completion token
+  std::string text;                 // decode(token_ids), special tokens kept
+  std::vector<int32_t> token_ids;   // prompt + completion
+  std::vector<int32_t> trajectory;  // per completion token: 1-based denoise step it was unmasked at
+  std::vector<float> logprobs;      // per completion token
+  std::vector<float> entropies;     // per completion token
   std::vector<int32_t> completion_ids;
-  std::string completion_text;       // special tokens skipped
-  std::string finish_reason;         // "stop" or "length" ("abort": a served request cancelled)
-  int num_forwards = 0;              // prefill + denoise forwards of this sequence (saves ride in them)
+  std::string completion_text;  // special tokens skipped
+  std::string finish_reason;    // "stop" or "length" ("abort": a served request cancelled)
+  int num_forwards = 0;         // prefill + denoise forwards of this sequence (saves ride in them)
   int prompt_len = 0;
 };
 
@@ -163,13 +163,12 @@ class Engine {
 
   // One SamplingParams for all prompts, or one per prompt. Outputs in submission order.
   // Invalid arguments throw jet::Error before any work starts; the engine stays usable.
-  std::vector<GenerationOutput> generate(const std::vector<Prompt>& prompts,
-                                         const std::vector<SamplingParams>& params,
+  std::vector<GenerationOutput> generate(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
                                          const ProgressFn& progress = {});
   // Continuous batching with at most max_active prompts in flight (<= 0: max_num_seqs);
   // on_output is called as each prompt finishes (in any order, with its index).
-  void generate_streaming(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
-                          int max_active, const OutputFn& on_output, const ProgressFn& progress = {});
+  void generate_streaming(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params, int max_active,
+                          const OutputFn& on_output, const ProgressFn& progress = {});
   // Serving: requests join while others run (continuous batching, at most max_active in flight;
   // <= 0: max_num_seqs). A rejected request gets its on_error and the others go on. Returns once
   // `source` has returned false and the requests in flight have finished.

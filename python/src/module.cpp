@@ -101,8 +101,7 @@ void bind_engine(py::module_& m) {
       .def("bos_id", &EngineHandle::bos_id, release_gil())
       .def("pad_id", &EngineHandle::pad_id, release_gil())
       .def("apply_chat_template", &EngineHandle::apply_chat_template, py::arg("messages"),
-           py::arg("add_generation_prompt"), py::arg("enable_thinking"), py::arg("extra_variables_json"),
-           release_gil())
+           py::arg("add_generation_prompt"), py::arg("enable_thinking"), py::arg("extra_variables_json"), release_gil())
       .def("summary", &EngineHandle::summary, release_gil());
 }
 

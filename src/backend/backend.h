@@ -1,6 +1,6 @@
 // The backend interface: memory, the op table the models need, and the per-step decode op
-// (sampling + remasking, whose plain-data types are in sampling/sampling_types.h). The engine and the models see only this; the CPU backend is the
-// reference, the CUDA backend its twin. Batch data reaches ops as explicit arguments.
+// (sampling + remasking, whose plain-data types are in sampling/sampling_types.h). The engine and the models see only
+// this; the CPU backend is the reference, the CUDA backend its twin. Batch data reaches ops as explicit arguments.
 #pragma once
 
 #include <cstdint>

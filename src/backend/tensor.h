@@ -52,8 +52,7 @@ struct Tensor {
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(void* ptr, size_t bytes, std::function<void(void*)> deleter)
-      : ptr_(ptr, std::move(deleter)), bytes_(bytes) {}
+  Buffer(void* ptr, size_t bytes, std::function<void(void*)> deleter) : ptr_(ptr, std::move(deleter)), bytes_(bytes) {}
 
   void* data() const { return ptr_.get(); }
   size_t bytes() const { return bytes_; }

@@ -25,7 +25,8 @@ struct ReprDepthGuard {
   ReprDepthGuard() {
     if (++repr_depth > kMaxReprDepth) {
       --repr_depth;
-      throw EvalError(str("a value nested deeper than ", kMaxReprDepth, " levels (or holding itself) cannot be printed"));
+      throw EvalError(
+          str("a value nested deeper than ", kMaxReprDepth, " levels (or holding itself) cannot be printed"));
     }
   }
   ~ReprDepthGuard() { --repr_depth; }

@@ -11,9 +11,7 @@ namespace jet {
 
 enum class DType : uint8_t { F32, F16, BF16, I32, F8E4M3 };
 
-inline size_t dtype_size(DType t) {
-  return t == DType::F8E4M3 ? 1 : t == DType::F16 || t == DType::BF16 ? 2 : 4;
-}
+inline size_t dtype_size(DType t) { return t == DType::F8E4M3 ? 1 : t == DType::F16 || t == DType::BF16 ? 2 : 4; }
 // "F32", "F16", "BF16", "I32", "F8_E4M3" (the safetensors spelling)
 std::string_view dtype_name(DType t);
 

@@ -26,12 +26,12 @@ std::string str(const Args&... args) {
 
 }  // namespace jet
 
-#define JET_CHECK(cond, ...)                                        \
-  do {                                                              \
-    if (!(cond)) throw ::jet::Error(::jet::str(__VA_ARGS__));       \
+#define JET_CHECK(cond, ...)                                  \
+  do {                                                        \
+    if (!(cond)) throw ::jet::Error(::jet::str(__VA_ARGS__)); \
   } while (0)
 
-#define JET_ASSERT(cond, ...)                                                          \
-  do {                                                                                 \
+#define JET_ASSERT(cond, ...)                                                               \
+  do {                                                                                      \
     if (!(cond)) ::jet::assert_fail(#cond, __FILE__, __LINE__, ::jet::str("" __VA_ARGS__)); \
   } while (0)

@@ -62,7 +62,7 @@ void BlockManager::publish_prefix(const std::vector<int32_t>& tokens, int cachea
   for (int i = 0; (i + 1) * page_size_ <= cacheable && i < static_cast<int>(pages.size()); ++i) {
     h = page_hash(h, tokens.data() + i * page_size_);
     if (page_hashes_[pages[i]] == h) continue;  // already published (a shared page)
-    if (cached_.count(h)) continue;              // another page holds the same prefix
+    if (cached_.count(h)) continue;             // another page holds the same prefix
     JET_ASSERT(page_hashes_[pages[i]] == 0);
     page_hashes_[pages[i]] = h;
     cached_[h] = pages[i];

@@ -37,8 +37,8 @@ class BlockManager {
 
   int page_size_;
   std::vector<int> ref_counts_;
-  std::vector<uint64_t> page_hashes_;  // 0 = page holds no published prefix
-  std::deque<int32_t> free_;           // least recently freed last: cached pages live longest
+  std::vector<uint64_t> page_hashes_;             // 0 = page holds no published prefix
+  std::deque<int32_t> free_;                      // least recently freed last: cached pages live longest
   std::unordered_map<uint64_t, int32_t> cached_;  // prefix hash -> page
 };
 

@@ -43,7 +43,7 @@ struct Engine::Impl {
   int block_length = 0;
   std::mt19937_64 seed_source{std::random_device{}()};
   size_t num_preemptions = 0;  // since the engine last ran dry (reported then)
-  RunnerStats runner_stats;  // see Engine::device_idle_seconds, Engine::num_forwards
+  RunnerStats runner_stats;    // see Engine::device_idle_seconds, Engine::num_forwards
 
   explicit Impl(const EngineOptions& opts);
 
@@ -78,7 +78,8 @@ struct Engine::Impl {
   GenerationOutput make_output(const Sequence& seq) const;
 };
 
-Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts), tokenizer(Tokenizer::from_dir(opts.model)) {
+Engine::Impl::Impl(const EngineOptions& opts)
+    : user_options(opts), options(opts), tokenizer(Tokenizer::from_dir(opts.model)) {
   JET_CHECK(options.max_num_seqs >= 1, "max_num_seqs must be >= 1, got ", options.max_num_seqs);
   JET_CHECK(options.max_model_len >= 1, "max_model_len must be >= 1, got ", options.max_model_len);
   JET_CHECK(options.kvcache_page_size >= 1, "kvcache_page_size must be >= 1, got ", options.kvcache_page_size);
@@ -91,8 +92,8 @@ Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts
   JET_CHECK(options.quantization.empty() || options.quantization == "fp8",
             "quantization must be empty (as the checkpoint stores its weights) or 'fp8', got '", options.quantization,
             "'");
-  JET_CHECK(options.num_threads >= 0 && options.num_threads <= kMaxThreads, "num_threads must be in [0, ",
-            kMaxThreads, "] (0 = all cores), got ", options.num_threads);
+  JET_CHECK(options.num_threads >= 0 && options.num_threads <= kMaxThreads, "num_threads must be in [0, ", kMaxThreads,
+            "] (0 = all cores), got ", options.num_threads);
   backend = make_backend(options.device, options.num_threads);
   if (options.profile_ops) backend = make_profiling_backend(std::move(backend), op_profile);
   model = load_model(options.model, *backend, options.load_format == "dummy", options.quantization == "fp8");
@@ -101,18 +102,17 @@ Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts
            " layers", model->fp8_projections() ? ", FP8 projections" : "", ") on ", backend->name());
 
   block_length = options.block_length > 0 ? options.block_length : c.block_size;
-  JET_CHECK(options.block_length >= 0, "block_length must be >= 1 (or 0 for the model's), got ",
-            options.block_length);
+  JET_CHECK(options.block_length >= 0, "block_length must be >= 1 (or 0 for the model's), got ", options.block_length);
   if (c.trained_block_size && block_length != *c.trained_block_size) {
     log_warn("block_length ", block_length, " differs from the block size the model was trained with (",
              *c.trained_block_size, "); quality may suffer");
   }
   const int32_t mask_id = options.mask_token_id >= 0 ? options.mask_token_id : c.mask_token_id;
-  JET_CHECK(mask_id >= 0 && mask_id < c.vocab, "mask_token_id ", mask_id, " is outside the vocabulary [0, ",
-            c.vocab, ")");
+  JET_CHECK(mask_id >= 0 && mask_id < c.vocab, "mask_token_id ", mask_id, " is outside the vocabulary [0, ", c.vocab,
+            ")");
   if (options.max_model_len > c.max_positions) {
-    log_warn("max_model_len ", options.max_model_len, " exceeds the model's max_position_embeddings ",
-             c.max_positions, "; using ", c.max_positions);
+    log_warn("max_model_len ", options.max_model_len, " exceeds the model's max_position_embeddings ", c.max_positions,
+             "; using ", c.max_positions);
     options.max_model_len = c.max_positions;
   }
   JET_CHECK(block_length <= options.max_model_len, "block_length ", block_length, " exceeds max_model_len ",
@@ -154,12 +154,12 @@ Engine::Impl::Impl(const EngineOptions& opts) : user_options(opts), options(opts
 void Engine::Impl::build_cache() {
   const ModelConfig& c = model->config();
   const int page_size = options.kvcache_page_size;
-  const size_t bytes_per_page = size_t{2} * c.layers * page_size * c.kv_heads * c.head_dim *
-                                dtype_size(backend->compute_dtype());
+  const size_t bytes_per_page =
+      size_t{2} * c.layers * page_size * c.kv_heads * c.head_dim * dtype_size(backend->compute_dtype());
   int64_t pages = options.num_kvcache_pages;
   // The largest forward: max_num_batched_tokens, or one sequence's prompt or block pair alone.
-  const int64_t forward_tokens = std::max<int64_t>({options.max_num_batched_tokens, options.max_model_len,
-                                                    2 * int64_t{block_length}});
+  const int64_t forward_tokens =
+      std::max<int64_t>({options.max_num_batched_tokens, options.max_model_len, 2 * int64_t{block_length}});
   const int64_t logits_rows = ModelRunner::logits_chunk_rows(static_cast<int>(c.vocab), options.max_num_batched_tokens);
   const size_t activations = model->activation_bytes(forward_tokens) + size_t(logits_rows) * c.vocab * sizeof(float);
   if (pages <= 0) {
@@ -179,8 +179,8 @@ void Engine::Impl::build_cache() {
             " bytes; raise kv_cache_memory_bytes (or gpu_memory_utilization) or lower kvcache_page_size");
   // A profile times each op by synchronising after it, which a recorded forward would hide.
   runner = std::make_unique<ModelRunner>(*model, block_length, options.max_num_seqs, static_cast<int>(pages), page_size,
-                                         options.max_num_batched_tokens,
-                                         !options.enforce_eager && !options.profile_ops, runner_stats);
+                                         options.max_num_batched_tokens, !options.enforce_eager && !options.profile_ops,
+                                         runner_stats);
   SchedulerLimits sl;
   sl.max_num_seqs = options.max_num_seqs;
   sl.block_length = block_length;
@@ -226,7 +226,8 @@ void Engine::Impl::check_fits(const Sequence& seq) const {
 }
 
 void Engine::Impl::require_resources() {
-  JET_CHECK(model->has_weights(), "the engine's weights were freed (offload_parameters / free_all_resources); "
+  JET_CHECK(model->has_weights(),
+            "the engine's weights were freed (offload_parameters / free_all_resources); "
             "load a whole set first (load_weights, Python's reload_from_hf_model, or reload_from_path)");
   if (!runner) build_cache();
 }
@@ -235,8 +236,8 @@ std::vector<Sequence> Engine::Impl::make_sequences(const std::vector<Prompt>& pr
                                                    const std::vector<SamplingParams>& params) {
   require_resources();
   JET_CHECK(!prompts.empty(), "the prompt list is empty");
-  JET_CHECK(params.size() == 1 || params.size() == prompts.size(), "got ", params.size(),
-            " sampling params for ", prompts.size(), " prompts: give one, or one per prompt");
+  JET_CHECK(params.size() == 1 || params.size() == prompts.size(), "got ", params.size(), " sampling params for ",
+            prompts.size(), " prompts: give one, or one per prompt");
   std::vector<Sequence> seqs;
   seqs.reserve(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -420,11 +421,11 @@ Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>(opti
 Engine::~Engine() = default;
 
 std::vector<GenerationOutput> Engine::generate(const std::vector<Prompt>& prompts,
-                                               const std::vector<SamplingParams>& params,
-                                               const ProgressFn& progress) {
+                                               const std::vector<SamplingParams>& params, const ProgressFn& progress) {
   std::vector<Sequence> seqs = impl_->make_sequences(prompts, params);
   std::vector<GenerationOutput> outputs(seqs.size());
-  impl_->run(seqs, 0, [&](size_t i, GenerationOutput&& out) { outputs[i] = std::move(out); }, progress);
+  impl_->run(
+      seqs, 0, [&](size_t i, GenerationOutput&& out) { outputs[i] = std::move(out); }, progress);
   return outputs;
 }
 
@@ -520,7 +521,9 @@ TensorMap as_tensor_map(const std::vector<WeightView>& views, const std::string&
   for (const WeightView& v : views) {
     TensorInfo t;
     t.name = v.name;
-    t.dtype = v.dtype == WeightView::DType::F32 ? DType::F32 : v.dtype == WeightView::DType::F16 ? DType::F16 : DType::BF16;
+    t.dtype = v.dtype == WeightView::DType::F32   ? DType::F32
+              : v.dtype == WeightView::DType::F16 ? DType::F16
+                                                  : DType::BF16;
     t.shape = v.shape;
     int64_t n = 1;
     for (int64_t d : v.shape) {

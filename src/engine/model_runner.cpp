@@ -207,7 +207,7 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
   // next one): denoising entries first, then saved ones.
   const bool merge_saves = model_.config().block_causal;
   std::vector<int32_t> block_slots;
-  std::vector<int> denoise_row0;  // each denoising sequence's first row of ids
+  std::vector<int> denoise_row0;                        // each denoising sequence's first row of ids
   std::vector<char> save_pending(state_.num_slots, 0);  // by slot: a saved block not yet in an entry
   for (const Sequence* s : saving) save_pending[s->slot] = 1;
   for (const Sequence* s : denoising) {

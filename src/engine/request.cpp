@@ -35,30 +35,26 @@ Request resolve_request(const SamplingParams& p, const RequestLimits& lim, int p
             "repetition_penalty must be in [", kMinPenalty, ", ", 1 / kMinPenalty, "], got ", p.repetition_penalty);
   JET_CHECK(p.max_tokens >= 1, "max_tokens must be >= 1, got ", p.max_tokens);
   JET_CHECK(p.block_length == 0 || p.block_length == B, "block_length ", p.block_length,
-            " differs from the engine's block_length ", B,
-            " (set it when building the engine; 0 means the engine's)");
-  JET_CHECK(p.denoising_steps >= 1 && p.denoising_steps <= B, "denoising_steps must be in [1, block_length = ",
-            B, "], got ", p.denoising_steps);
+            " differs from the engine's block_length ", B, " (set it when building the engine; 0 means the engine's)");
+  JET_CHECK(p.denoising_steps >= 1 && p.denoising_steps <= B, "denoising_steps must be in [1, block_length = ", B,
+            "], got ", p.denoising_steps);
   JET_CHECK(std::isfinite(p.dynamic_threshold) && p.dynamic_threshold >= 0 && p.dynamic_threshold <= 1,
             "dynamic_threshold must be in [0, 1], got ", p.dynamic_threshold);
   JET_CHECK(std::isfinite(p.dynamic_factor) && p.dynamic_factor > 0, "dynamic_factor must be > 0, got ",
             p.dynamic_factor);
-  JET_CHECK(std::isfinite(p.eb_threshold) && p.eb_threshold >= 0, "eb_threshold must be >= 0, got ",
-            p.eb_threshold);
+  JET_CHECK(std::isfinite(p.eb_threshold) && p.eb_threshold >= 0, "eb_threshold must be >= 0, got ", p.eb_threshold);
   JET_CHECK(p.diversity_enforce_barrier >= -1, "diversity_enforce_barrier must be >= 0 (or -1: off), got ",
             p.diversity_enforce_barrier);
   JET_CHECK(std::isfinite(p.epsilon_greedy) && p.epsilon_greedy >= 0 && p.epsilon_greedy <= 1,
             "epsilon_greedy must be in [0, 1], got ", p.epsilon_greedy);
   for (int32_t id : p.stop_token_ids) {
-    JET_CHECK(id >= 0 && id < lim.vocab, "stop_token_ids: id ", id, " is outside the vocabulary [0, ", lim.vocab,
-              ")");
+    JET_CHECK(id >= 0 && id < lim.vocab, "stop_token_ids: id ", id, " is outside the vocabulary [0, ", lim.vocab, ")");
   }
 
-  JET_CHECK(p.stop.size() <= kMaxStopStrings, "stop: at most ", kMaxStopStrings, " stop strings, got ",
-            p.stop.size());
+  JET_CHECK(p.stop.size() <= kMaxStopStrings, "stop: at most ", kMaxStopStrings, " stop strings, got ", p.stop.size());
   for (const std::string& stop : p.stop) {
-    JET_CHECK(!stop.empty() && stop.size() <= kMaxStopBytes, "stop: every stop string must hold 1 to ",
-              kMaxStopBytes, " bytes, got one of ", stop.size());
+    JET_CHECK(!stop.empty() && stop.size() <= kMaxStopBytes, "stop: every stop string must hold 1 to ", kMaxStopBytes,
+              " bytes, got one of ", stop.size());
   }
 
   Request r;
@@ -74,8 +70,8 @@ Request resolve_request(const SamplingParams& p, const RequestLimits& lim, int p
   // A block starting at position q has q - prompt_len completion tokens before it (at most 0 for
   // the first block); positions fit in int32, so the bound saturates there.
   if (p.diversity_enforce_barrier >= 0) {
-    r.slot.sequential_below = static_cast<int32_t>(
-        std::min<int64_t>(INT32_MAX, int64_t{prompt_len} + p.diversity_enforce_barrier + 1));
+    r.slot.sequential_below =
+        static_cast<int32_t>(std::min<int64_t>(INT32_MAX, int64_t{prompt_len} + p.diversity_enforce_barrier + 1));
   }
   r.slot.mask_id = lim.mask_id;
   r.slot.seed = p.seed.value_or(fallback_seed);

@@ -23,7 +23,7 @@ enum class SeqStatus {
 };
 
 struct Sequence {
-  size_t index = 0;  // position in the caller's prompt list
+  size_t index = 0;      // position in the caller's prompt list
   uint64_t arrival = 0;  // admission order across the engine's life: newer = larger
   std::vector<int32_t> prompt;
   Request request;

@@ -21,7 +21,7 @@ class Checkpoint final : public TensorSource {
 
   const std::string& dir() const { return dir_; }
   const TensorInfo* find(const std::string& name) const override;  // nullptr when absent
-  const TensorInfo& get(const std::string& name) const;   // throws naming the tensor and the directory
+  const TensorInfo& get(const std::string& name) const;            // throws naming the tensor and the directory
   std::vector<std::string> names() const override;                 // sorted
   std::string description() const override { return dir_; }
   size_t shard_count() const { return shards_.size(); }

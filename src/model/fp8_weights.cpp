@@ -47,8 +47,8 @@ Fp8Scale find_fp8_scale(const TensorSource& source, const std::string& weight_na
   const bool per_tensor = s.empty() || s == std::vector<int64_t>{1};
   const bool per_channel = s == std::vector<int64_t>{rows} || s == std::vector<int64_t>{rows, 1};
   if (per_tensor || per_channel) return {plain, Fp8Scaling::PerChannel};
-  problem = str("FP8 scale '", t.name, "' has shape ", shape_string(s), ", expected [] or [1] (per tensor), or [",
-                rows, "] or [", rows, ", 1] (per output channel)");
+  problem = str("FP8 scale '", t.name, "' has shape ", shape_string(s), ", expected [] or [1] (per tensor), or [", rows,
+                "] or [", rows, ", 1] (per output channel)");
   return {};
 }
 

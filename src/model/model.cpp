@@ -21,8 +21,8 @@ size_t Model::activation_bytes(int64_t tokens) const {
   for (int64_t l = 0; l < c.layers; ++l) dense |= !c.is_moe_layer(l);
   // Scratch 0-4 hold every token, 5-6 every token of a dense MLP, 7-10 the last layer's logits
   // rows (at most every token); grow_view allocates a quarter more than asked.
-  const int64_t per_token = 3 * c.hidden + qkv_width + q_width + (dense ? 3 * c.intermediate : 0) + q_width +
-                            3 * c.hidden;
+  const int64_t per_token =
+      3 * c.hidden + qkv_width + q_width + (dense ? 3 * c.intermediate : 0) + q_width + 3 * c.hidden;
   const size_t bytes = static_cast<size_t>(tokens * per_token) * dtype_size(backend_.compute_dtype());
   return bytes + bytes / 4;
 }
@@ -52,7 +52,8 @@ void Model::lm_head(const Tensor& hidden, Tensor& logits) { backend_.matmul(hidd
 
 Tensor Model::forward_hidden(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, int64_t num_rows,
                              const Tensor* logit_rows) {
-  JET_CHECK(has_weights(), "the model's weights were freed (offload_parameters / free_all_resources); "
+  JET_CHECK(has_weights(),
+            "the model's weights were freed (offload_parameters / free_all_resources); "
             "load them again (load_weights / reload_from_path) before generating");
   const ModelConfig& c = config_;
   const int64_t T = batch.host.num_tokens;
@@ -77,8 +78,8 @@ Tensor Model::forward_hidden(const ForwardBatch& batch, const Tensor& ids, KvCac
       backend_.add_rmsnorm(resid, delta, w.attn_norm, eps, normed);
     }
     project(normed, w.qkv, qkv);
-    backend_.qk_norm_rope(qkv, w.q_norm, w.k_norm, eps, batch, static_cast<float>(c.rope_theta), c.heads,
-                          c.kv_heads, c.head_dim, kv.k[l], kv.v[l], kv.page_size);
+    backend_.qk_norm_rope(qkv, w.q_norm, w.k_norm, eps, batch, static_cast<float>(c.rope_theta), c.heads, c.kv_heads,
+                          c.head_dim, kv.k[l], kv.v[l], kv.page_size);
     // Past the last layer's K/V the cache needs nothing more, and the LM head only the rows whose
     // logits are asked for: the last layer's attention output, MLP and final norm run on those
     // rows alone, and a forward without logits (prefill, saving a block) ends here.

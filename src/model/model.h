@@ -94,7 +94,7 @@ class Model {
   bool quantize_fp8_ = false;
   ModelWeights weights_;
   std::map<std::string, WeightSlot> slots_;  // checkpoint name -> place in weights_
-  std::vector<Buffer> scratch_;  // activation buffers, grown on demand and reused
+  std::vector<Buffer> scratch_;              // activation buffers, grown on demand and reused
 };
 
 // Reads config.json and the checkpoint in `dir`, validates every tensor, and uploads the weights;

@@ -37,8 +37,8 @@ const Architecture& detect_architecture(const JsonObject& config, std::string* m
   if (config.has("model_type")) {
     *model_type = config.get_string("model_type");
     if (const Architecture* a = find_architecture(*model_type)) return *a;
-    throw Error(str(config.source(), ": unsupported model_type '", *model_type, "' (supported: ",
-                    supported_model_types(), ")"));
+    throw Error(str(config.source(), ": unsupported model_type '", *model_type,
+                    "' (supported: ", supported_model_types(), ")"));
   }
   JET_CHECK(config.has("architectures") && config.json().at("architectures").is_array(), config.source(),
             ": missing required key 'model_type' (and no 'architectures' list to infer it from)");

@@ -1,8 +1,8 @@
 // Getting weights onto the backend, for every family: Model::load / update / release and
 // load_model. Tensor names come from weight_map (the one place that knows each family's names);
 // projections that run as one GEMM are stacked here (q|k|v, gate|up) and converted to the
-// backend's compute dtype, or kept / quantized as FP8 (docs/fp8.md). Each checkpoint tensor's place is remembered for in-place updates.
-// load_model can also fill the model with random weights (model/random_weights.h) instead.
+// backend's compute dtype, or kept / quantized as FP8 (docs/fp8.md). Each checkpoint tensor's place is remembered for
+// in-place updates. load_model can also fill the model with random weights (model/random_weights.h) instead.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -206,7 +206,8 @@ void Model::load(const TensorSource& source) {
 }
 
 void Model::update(const TensorSource& source) {
-  JET_CHECK(has_weights(), "update_weights: the weights were freed; load a whole set first (load_weights, "
+  JET_CHECK(has_weights(),
+            "update_weights: the weights were freed; load a whole set first (load_weights, "
             "Python's reload_from_hf_model, or reload_from_path)");
   std::map<std::string, std::vector<int64_t>> expected;
   for (const ExpectedTensor& t : expected_tensors(config_)) expected[t.name] = t.shape;

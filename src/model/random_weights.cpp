@@ -11,7 +11,7 @@ namespace jet {
 
 namespace {
 
-constexpr float kLogitStd = 2.0f;   // tools/make_tiny_model.py's LOGIT_STD
+constexpr float kLogitStd = 2.0f;    // tools/make_tiny_model.py's LOGIT_STD
 constexpr float kNormNoise = 0.05f;  // and its NORM_NOISE
 
 // splitmix64 of (seed, tensor, element): independent of thread count and order.

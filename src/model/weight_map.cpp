@@ -142,8 +142,8 @@ void check_fp8_tensor(const ModelConfig& config, const TensorSource& source, con
     return;
   }
   if (!config.fp8_checkpoint) {
-    report.problems.push_back(str("tensor '", want.name,
-                                  "' is F8_E4M3, but config.json has no quantization_config of an FP8 format"));
+    report.problems.push_back(
+        str("tensor '", want.name, "' is F8_E4M3, but config.json has no quantization_config of an FP8 format"));
     return;
   }
   std::string problem;
@@ -187,7 +187,8 @@ void check_stack(const TensorSource& source, const std::vector<std::string>& sta
     if (scale.scaling == Fp8Scaling::Block128 && i + 1 < parts.size() && parts[i]->shape[0] % 128 != 0) {
       report.problems.push_back(str("tensor '", parts[i]->name, "' has ", parts[i]->shape[0],
                                     " rows, not a multiple of 128, so its 128x128 block scales cannot be stacked "
-                                    "with '", stack[i + 1], "'"));
+                                    "with '",
+                                    stack[i + 1], "'"));
       return;
     }
   }

@@ -15,17 +15,10 @@ namespace {
 
 // Indexed by the Strategy value.
 constexpr std::array<std::string_view, 11> kStrategyNames = {
-    "sequential",
-    "anti_sequential",
-    "random",
-    "dilated",
-    "low_confidence_static",
-    "margin_static",
-    "entropy_static",
-    "low_confidence_dynamic",
-    "dynamic_factor",
-    "dynamic_pmax",
-    "entropy_bounded",
+    "sequential",     "anti_sequential",        "random",
+    "dilated",        "low_confidence_static",  "margin_static",
+    "entropy_static", "low_confidence_dynamic", "dynamic_factor",
+    "dynamic_pmax",   "entropy_bounded",
 };
 
 int strategy_index(Strategy strategy) {
@@ -50,13 +43,13 @@ std::string_view strategy_name(Strategy strategy) { return kStrategyNames[strate
 int scheduled_count(int block_length, int denoising_steps, int step) {
   JET_CHECK(denoising_steps >= 1 && denoising_steps <= block_length, "denoising_steps ", denoising_steps,
             " must be in [1, block_length = ", block_length, "]");
-  JET_CHECK(step >= 0 && step < denoising_steps, "denoise step ", step, " is outside [0, denoising_steps = ",
-            denoising_steps, ")");
+  JET_CHECK(step >= 0 && step < denoising_steps, "denoise step ", step,
+            " is outside [0, denoising_steps = ", denoising_steps, ")");
   return block_length / denoising_steps + (step < block_length % denoising_steps ? 1 : 0);
 }
 
-std::vector<int> select_positions(Strategy strategy, const std::vector<PositionScore>& masked, int n,
-                                  bool is_last, const SlotParams& params, int block_length) {
+std::vector<int> select_positions(Strategy strategy, const std::vector<PositionScore>& masked, int n, bool is_last,
+                                  const SlotParams& params, int block_length) {
   strategy_index(strategy);  // rejects a corrupt value before any ranking
   std::vector<PositionScore> ranked = masked;
   int take = static_cast<int>(ranked.size());

@@ -29,7 +29,7 @@ struct PositionScore {
 
 // The block indices (increasing) to commit this step: every masked one when is_last, else the
 // strategy's choice with n the scheduled count. Orderings break ties by the lower block index.
-std::vector<int> select_positions(Strategy strategy, const std::vector<PositionScore>& masked, int n,
-                                  bool is_last, const SlotParams& params, int block_length);
+std::vector<int> select_positions(Strategy strategy, const std::vector<PositionScore>& masked, int n, bool is_last,
+                                  const SlotParams& params, int block_length);
 
 }  // namespace jet

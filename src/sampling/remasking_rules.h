@@ -41,17 +41,31 @@ JET_HOST_DEVICE inline double ranking_key(Strategy strategy, int index, float co
                                           double random, int block_length) {
   double key = 0.0;
   switch (strategy) {
-    case Strategy::Sequential: key = index; break;
-    case Strategy::AntiSequential: key = -index; break;
-    case Strategy::Random: key = -random; break;
-    case Strategy::Dilated: key = bit_reversed(index, block_length); break;
-    case Strategy::MarginStatic: key = -static_cast<double>(margin); break;
+    case Strategy::Sequential:
+      key = index;
+      break;
+    case Strategy::AntiSequential:
+      key = -index;
+      break;
+    case Strategy::Random:
+      key = -random;
+      break;
+    case Strategy::Dilated:
+      key = bit_reversed(index, block_length);
+      break;
+    case Strategy::MarginStatic:
+      key = -static_cast<double>(margin);
+      break;
     case Strategy::EntropyStatic:
-    case Strategy::EntropyBounded: key = entropy; break;
+    case Strategy::EntropyBounded:
+      key = entropy;
+      break;
     case Strategy::LowConfidenceStatic:
     case Strategy::LowConfidenceDynamic:
     case Strategy::DynamicFactor:
-    case Strategy::DynamicPmax: key = -static_cast<double>(confidence); break;
+    case Strategy::DynamicPmax:
+      key = -static_cast<double>(confidence);
+      break;
   }
   return key != key ? INFINITY : key;
 }
@@ -63,7 +77,7 @@ JET_HOST_DEVICE inline int prefix_length(Strategy strategy, const float* confide
   switch (strategy) {
     case Strategy::LowConfidenceDynamic: {
       int above = 0;  // ranked by confidence, so the ones above the threshold lead
-      while (above < m && static_cast<double>(confidence[above]) > static_cast<double>(p.dynamic_threshold)) ++above;
+      while (above<m&& static_cast<double>(confidence[above])> static_cast<double>(p.dynamic_threshold)) ++above;
       return above >= count ? above : count;
     }
     case Strategy::DynamicFactor: {
@@ -89,7 +103,8 @@ JET_HOST_DEVICE inline int prefix_length(Strategy strategy, const float* confide
       }
       return k > 1 ? k : 1;
     }
-    default: return count;
+    default:
+      return count;
   }
 }
 

@@ -107,8 +107,8 @@ int32_t gumbel_max(const float* probs, int V, const std::vector<int32_t>& kept, 
 
 }  // namespace
 
-PositionSample sample_position(float* logits, int V, const SlotParams& params, const uint32_t* seen,
-                               int32_t position, int32_t global_step) {
+PositionSample sample_position(float* logits, int V, const SlotParams& params, const uint32_t* seen, int32_t position,
+                               int32_t global_step) {
   JET_ASSERT(V >= 1, "vocabulary ", V);
   if (params.mask_id >= 0 && params.mask_id < V) logits[params.mask_id] = -std::numeric_limits<float>::infinity();
   if (seen != nullptr && params.repetition_penalty != 1.0f) {
@@ -126,8 +126,8 @@ PositionSample sample_position(float* logits, int V, const SlotParams& params, c
   } else {
     thread_local std::vector<int32_t> kept;
     select_kept_set(probs, V, params.top_k, params.top_p, kept);
-    const uint64_t prefix = uniform_prefix(params.seed, static_cast<uint64_t>(position),
-                                           static_cast<uint64_t>(global_step));
+    const uint64_t prefix =
+        uniform_prefix(params.seed, static_cast<uint64_t>(position), static_cast<uint64_t>(global_step));
     out.token = gumbel_max(probs, V, kept, stats.top_id, prefix);
   }
   out.confidence = probs[out.token];

@@ -35,7 +35,8 @@ BatchSetup make_setup(const Case& c, std::mt19937& rng, int num_pages) {
   L.num_seqs = S;
   L.mask_block = c.mask_block;
   L.max_pages = 0;
-  for (int s = 0; s < S; ++s) L.max_pages = std::max(L.max_pages, (c.cached[s] + c.fresh[s] + c.page_size - 1) / c.page_size);
+  for (int s = 0; s < S; ++s)
+    L.max_pages = std::max(L.max_pages, (c.cached[s] + c.fresh[s] + c.page_size - 1) / c.page_size);
   // Pages handed out in a scrambled order, so page p of a sequence is not at p in the cache.
   std::vector<int32_t> free_pages(num_pages);
   std::iota(free_pages.begin(), free_pages.end(), 0);
@@ -53,7 +54,8 @@ BatchSetup make_setup(const Case& c, std::mt19937& rng, int num_pages) {
     su.keys.emplace_back(size_t(total) * kv_row);
     su.values.emplace_back(size_t(total) * kv_row);
     for (int pos = 0; pos < total; ++pos) {
-      const size_t slot = (size_t(L.page_table[s * L.max_pages + pos / c.page_size]) * c.page_size + pos % c.page_size) * kv_row;
+      const size_t slot =
+          (size_t(L.page_table[s * L.max_pages + pos / c.page_size]) * c.page_size + pos % c.page_size) * kv_row;
       const std::vector<float> q_k_v = random_floats(rng, width);
       if (pos < c.cached[s]) {  // already cached: logical K/V are what the cache holds
         std::copy_n(su.k_cache.begin() + slot, kv_row, su.keys[s].begin() + pos * kv_row);
@@ -107,7 +109,7 @@ std::vector<float> naive_attention(const Case& c, const BatchSetup& su) {
 
 struct RunResult {
   std::vector<float> out, k_cache, v_cache;  // the caches after the op
-  std::vector<float> k_given, v_given;        // and as the op got them
+  std::vector<float> k_given, v_given;       // and as the op got them
 };
 
 // The cache as qk_norm_rope leaves it for attention: every new token's K/V (from its qkv row) at
@@ -118,7 +120,8 @@ void store_new_kv(const Case& c, const BatchSetup& su, std::vector<float>& k_cac
   for (int s = 0; s < L.num_seqs; ++s) {
     for (int t = L.seq_starts[s]; t < L.seq_starts[s + 1]; ++t) {
       const int pos = L.positions[t];
-      const size_t slot = (size_t(L.page_table[s * L.max_pages + pos / c.page_size]) * c.page_size + pos % c.page_size) * kv_row;
+      const size_t slot =
+          (size_t(L.page_table[s * L.max_pages + pos / c.page_size]) * c.page_size + pos % c.page_size) * kv_row;
       std::copy_n(su.qkv.begin() + size_t(t) * width + c.nh * c.hd, kv_row, k_cache.begin() + slot);
       std::copy_n(su.qkv.begin() + size_t(t) * width + c.nh * c.hd + kv_row, kv_row, v_cache.begin() + slot);
     }
@@ -156,12 +159,12 @@ class Attention : public ::testing::Test {
 
 TEST_F(Attention, MatchesNaiveAttentionAndOnlyReadsTheCache) {
   const Case cases[] = {
-      {{0}, {7}, 4, 5, 1, 8, 0},                  // one prefill-like sequence, MQA
-      {{0, 5, 13}, {7, 3, 1}, 4, 4, 2, 6, 4},     // mixed cached lengths, block-causal
-      {{8, 3}, {8, 5}, 3, 6, 3, 8, 4},            // page size not dividing the block
-      {{2, 0, 9}, {4, 9, 4}, 1, 2, 2, 4, 0},      // one token per page, MHA, bidirectional
-      {{16}, {8}, 8, 4, 1, 8, 4},                 // save + next block fused: two blocks at once
-      {{5, 0}, {300, 2}, 16, 2, 1, 4, 32},        // a long prefill spanning several query tiles
+      {{0}, {7}, 4, 5, 1, 8, 0},               // one prefill-like sequence, MQA
+      {{0, 5, 13}, {7, 3, 1}, 4, 4, 2, 6, 4},  // mixed cached lengths, block-causal
+      {{8, 3}, {8, 5}, 3, 6, 3, 8, 4},         // page size not dividing the block
+      {{2, 0, 9}, {4, 9, 4}, 1, 2, 2, 4, 0},   // one token per page, MHA, bidirectional
+      {{16}, {8}, 8, 4, 1, 8, 4},              // save + next block fused: two blocks at once
+      {{5, 0}, {300, 2}, 16, 2, 1, 4, 32},     // a long prefill spanning several query tiles
   };
   for (size_t ci = 0; ci < std::size(cases); ++ci) {
     const Case& c = cases[ci];

@@ -35,7 +35,8 @@ class DecodeOps : public ::testing::Test {
     return t;
   }
   // Logits rows of one block position: `base` everywhere, then the given (id, value) pairs.
-  static void set_row(std::vector<float>& logits, int row, float base, std::initializer_list<std::pair<int, float>> ids) {
+  static void set_row(std::vector<float>& logits, int row, float base,
+                      std::initializer_list<std::pair<int, float>> ids) {
     std::fill_n(logits.begin() + row * kV, kV, base);
     for (auto [id, value] : ids) logits[row * kV + id] = value;
   }

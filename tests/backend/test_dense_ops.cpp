@@ -182,8 +182,9 @@ TEST_F(DenseOps, QkNormRopeRejectsAPositionOutsideItsPages) {
   EXPECT_THROW(backend->qk_norm_rope(data, Tensor(), Tensor(), 1e-6f, r.batch, 1.0f, 1, 1, hd, r.k_cache, r.v_cache, 2),
                Error);
   Tensor small_cache = tf.poisoned({1, 1, 1, hd});
-  EXPECT_THROW(backend->qk_norm_rope(data, Tensor(), Tensor(), 1e-6f, r.batch, 1.0f, 1, 1, hd, small_cache, r.v_cache, 2),
-               Error);
+  EXPECT_THROW(
+      backend->qk_norm_rope(data, Tensor(), Tensor(), 1e-6f, r.batch, 1.0f, 1, 1, hd, small_cache, r.v_cache, 2),
+      Error);
 }
 
 TEST_F(DenseOps, SwigluAndEmbedding) {

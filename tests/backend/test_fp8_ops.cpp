@@ -19,9 +19,8 @@ std::vector<float> run_matmul_fp8(Backend& be, const std::vector<float>& x, cons
   TensorFactory tf(be);
   Linear linear;
   linear.weight = tf.make(DType::F8E4M3, {c.n, c.k}, w.codes);
-  linear.scale = scaling == Fp8Scaling::PerChannel
-                     ? tf.f32({c.n}, w.scales)
-                     : tf.f32({(c.n + 127) / 128, (c.k + 127) / 128}, w.scales);
+  linear.scale = scaling == Fp8Scaling::PerChannel ? tf.f32({c.n}, w.scales)
+                                                   : tf.f32({(c.n + 127) / 128, (c.k + 127) / 128}, w.scales);
   linear.scaling = scaling;
   Tensor out = tf.poisoned({c.m, c.n});
   be.matmul_fp8(tf.f32({c.m, c.k}, x), linear, out);
@@ -59,7 +58,8 @@ TEST(Fp8Ops, MatmulMatchesTheRuleForBothScalings) {
       const std::vector<float> w = random_floats(rng, c.n * c.k);
       if (c.m > 1) std::fill(x.begin(), x.begin() + c.k, 0.0f);  // an all-zero row: scale 1, output 0
       const Fp8Host q = quantize_host(w, c.n, c.k, scaling);
-      const std::vector<float> want = product(fake_quantize_rows(x, c.m, c.k, activation_group(scaling, c.k)), q.values, c);
+      const std::vector<float> want =
+          product(fake_quantize_rows(x, c.m, c.k, activation_group(scaling, c.k)), q.values, c);
       const std::vector<float> got = run_matmul_fp8(*backend, x, q, c, scaling);
       const float scale = max_abs(want);
       expect_close(got, want, 1e-6f * scale, 1e-5f, "matmul_fp8");

@@ -139,8 +139,8 @@ TEST(Moe, Fp8ExpertsEqualTheComposedOps) {
     std::vector<float> gate_up_scales, down_scales;
     const size_t gu = size_t(2) * m.I * m.H, dn = size_t(m.H) * m.I;
     for (int e = 0; e < m.E; ++e) {
-      const Fp8Host g = quantize_host({m.gate_up.begin() + e * gu, m.gate_up.begin() + (e + 1) * gu}, 2 * m.I, m.H,
-                                      scaling);
+      const Fp8Host g =
+          quantize_host({m.gate_up.begin() + e * gu, m.gate_up.begin() + (e + 1) * gu}, 2 * m.I, m.H, scaling);
       const Fp8Host d = quantize_host({m.down.begin() + e * dn, m.down.begin() + (e + 1) * dn}, m.H, m.I, scaling);
       gate_up_codes.insert(gate_up_codes.end(), g.codes.begin(), g.codes.end());
       down_codes.insert(down_codes.end(), d.codes.begin(), d.codes.end());

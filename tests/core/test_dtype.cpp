@@ -23,7 +23,7 @@ TEST(DType, F16MatchesKnownEncodings) {
   EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
   EXPECT_EQ(f32_to_f16(-2.0f), 0xc000);
   EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);
-  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00);  // overflow -> inf
+  EXPECT_EQ(f32_to_f16(1e6f), 0x7c00);                   // overflow -> inf
   EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
   EXPECT_EQ(f16_to_f32(0x3555), 0.333251953125f);
   for (uint32_t h = 0; h < 0x7c00; ++h) {  // every finite positive half round-trips

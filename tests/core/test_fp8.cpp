@@ -34,8 +34,8 @@ uint8_t nearest_code(float x) {
 
 TEST(Fp8, DecodesKnownCodes) {
   EXPECT_EQ(e4m3_to_f32(0x00), 0.0f);
-  EXPECT_EQ(e4m3_to_f32(0x38), 1.0f);             // exponent field 7 = bias
-  EXPECT_EQ(e4m3_to_f32(0x7e), 448.0f);           // the largest finite value
+  EXPECT_EQ(e4m3_to_f32(0x38), 1.0f);    // exponent field 7 = bias
+  EXPECT_EQ(e4m3_to_f32(0x7e), 448.0f);  // the largest finite value
   EXPECT_EQ(e4m3_to_f32(0xfe), -448.0f);
   EXPECT_EQ(e4m3_to_f32(0x01), std::ldexp(1.0f, -9));  // the smallest subnormal
   EXPECT_EQ(e4m3_to_f32(0x08), std::ldexp(1.0f, -6));  // the smallest normal
@@ -55,8 +55,9 @@ TEST(Fp8, EveryFiniteCodeRoundTrips) {
 TEST(Fp8, EncodesToTheNearestValueWithTiesToEven) {
   std::mt19937 rng(3);
   std::vector<float> xs;
-  for (int i = 0; i < 20000; ++i) xs.push_back(std::ldexp(std::uniform_real_distribution<float>(1, 2)(rng),
-                                                          std::uniform_int_distribution<int>(-12, 8)(rng)));
+  for (int i = 0; i < 20000; ++i)
+    xs.push_back(
+        std::ldexp(std::uniform_real_distribution<float>(1, 2)(rng), std::uniform_int_distribution<int>(-12, 8)(rng)));
   // Midpoints between neighbouring codes are the ties.
   for (int code = 0; code < 0x7e; ++code) {
     xs.push_back((e4m3_to_f32(static_cast<uint8_t>(code)) + e4m3_to_f32(static_cast<uint8_t>(code + 1))) / 2);

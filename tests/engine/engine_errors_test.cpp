@@ -143,9 +143,7 @@ TEST(EngineErrors, AChatTemplateThatDoesNotCompileIsNamedByEveryChatRequest) {
   // The template is read at start-up; before, its error went to the debug log and each chat
   // request was told only that the folder had no template.
   const std::string dir = jet::test::tiny_model_folder("--arch sdar --seed 11");
-  {
-    std::ofstream(dir + "/chat_template.jinja") << "{% if %}";
-  }
+  { std::ofstream(dir + "/chat_template.jinja") << "{% if %}"; }
   jet::EngineOptions opts;
   opts.model = dir;
   opts.device = "cpu";

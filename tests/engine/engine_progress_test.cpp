@@ -22,7 +22,9 @@ TEST(EngineProgress, CountsCommittedTokensOfRunningPrompts) {
   auto params = jet::test::greedy(24);
   params.ignore_eos = true;
   const auto outputs = engine.generate({std::vector<int32_t>{5, 6, 7}, std::vector<int32_t>{8, 9}}, {params},
-                                       [&](size_t done, size_t, size_t tokens) { calls.push_back({done, tokens}); });
+                                       [&](size_t done, size_t, size_t tokens) {
+                                         calls.push_back({done, tokens});
+                                       });
   ASSERT_FALSE(calls.empty());
   bool before_first_finish = false;
   for (size_t i = 0; i < calls.size(); ++i) {

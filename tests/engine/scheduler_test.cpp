@@ -75,8 +75,8 @@ TEST(Scheduler, PreemptsTheNewestWhenTheCacheIsFull) {
   s.add(old.get());
   s.add(young.get());
   ASSERT_EQ(s.schedule().size(), 2u);  // old: 2 pages, young: 1 page, 1 page free
-  old->block_start += 4;                // old needs a third page: the free one
-  young->block_start += 4;              // young needs a second, none is left
+  old->block_start += 4;               // old needs a third page: the free one
+  young->block_start += 4;             // young needs a second, none is left
   // young is preempted (its page freed), restarts from its prompt and, fitting again, is
   // admitted anew in the same call.
   EXPECT_EQ(s.schedule(), std::vector<Sequence*>{young.get()});

@@ -44,10 +44,9 @@ constexpr int kSmallVocab = 333;
 constexpr double kMaxMismatchRate = 0.005;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr Strategy kStrategies[] = {
-    Strategy::Sequential,          Strategy::AntiSequential,       Strategy::Random,
-    Strategy::Dilated,             Strategy::LowConfidenceStatic,  Strategy::MarginStatic,
-    Strategy::EntropyStatic,       Strategy::LowConfidenceDynamic, Strategy::DynamicFactor,
-    Strategy::DynamicPmax,         Strategy::EntropyBounded,
+    Strategy::Sequential,          Strategy::AntiSequential, Strategy::Random,         Strategy::Dilated,
+    Strategy::LowConfidenceStatic, Strategy::MarginStatic,   Strategy::EntropyStatic,  Strategy::LowConfidenceDynamic,
+    Strategy::DynamicFactor,       Strategy::DynamicPmax,    Strategy::EntropyBounded,
 };
 
 // ---- Random logits ----------------------------------------------------------------------------
@@ -68,10 +67,18 @@ void fill_logits(float* row, int V, uint64_t row_seed, const std::vector<int32_t
   for (int id = 0; id < V; ++id) {
     const float n = noise(row_seed, id);
     switch (shape) {
-      case 0: row[id] = n; break;
-      case 1: row[id] = 2.0f * n; break;
-      case 2: row[id] = std::round(3.0f * n) / 2.0f; break;
-      default: row[id] = 0.5f * n; break;
+      case 0:
+        row[id] = n;
+        break;
+      case 1:
+        row[id] = 2.0f * n;
+        break;
+      case 2:
+        row[id] = std::round(3.0f * n) / 2.0f;
+        break;
+      default:
+        row[id] = 0.5f * n;
+        break;
     }
   }
   if (shape == 1) {
@@ -266,15 +273,15 @@ class DecodeComparison {
           report_mismatch(c, s, j, cpu, gpu, at);
           continue;
         }
-        const bool values_match = committed ? close(gpu.logprobs[at], cpu.logprobs[at]) &&
-                                                  close(gpu.entropies[at], cpu.entropies[at])
-                                            : same_bits(gpu.logprobs[at], cpu.logprobs[at]) &&
-                                                  same_bits(gpu.entropies[at], cpu.entropies[at]);
+        const bool values_match =
+            committed
+                ? close(gpu.logprobs[at], cpu.logprobs[at]) && close(gpu.entropies[at], cpu.entropies[at])
+                : same_bits(gpu.logprobs[at], cpu.logprobs[at]) && same_bits(gpu.entropies[at], cpu.entropies[at]);
         if (!token_match || !values_match) {
           fail(tally, str(describe(c), " slot ", s, " position ", j, ": cpu token ", cpu.tokens[at], " traj ",
                           cpu.trajectory[at], " logprob ", cpu.logprobs[at], " entropy ", cpu.entropies[at],
-                          " | gpu token ", gpu.tokens[at], " traj ", gpu.trajectory[at], " logprob ",
-                          gpu.logprobs[at], " entropy ", gpu.entropies[at]));
+                          " | gpu token ", gpu.tokens[at], " traj ", gpu.trajectory[at], " logprob ", gpu.logprobs[at],
+                          " entropy ", gpu.entropies[at]));
         }
       }
       tally.mismatches += row_mismatches;
@@ -288,10 +295,11 @@ class DecodeComparison {
   void report_mismatch(const CaseSpec& c, int s, int j, const StateSnapshot& cpu, const StateSnapshot& gpu,
                        int64_t at) {
     if (++reported_mismatches_ > 20) return;
-    std::printf("  near-tie mismatch %s slot %d position %d: cpu token %d traj %d conf %.7g | gpu token %d traj %d "
-                "conf %.7g\n",
-                describe(c).c_str(), s, j, cpu.tokens[at], cpu.trajectory[at], std::exp(cpu.logprobs[at]),
-                gpu.tokens[at], gpu.trajectory[at], std::exp(gpu.logprobs[at]));
+    std::printf(
+        "  near-tie mismatch %s slot %d position %d: cpu token %d traj %d conf %.7g | gpu token %d traj %d "
+        "conf %.7g\n",
+        describe(c).c_str(), s, j, cpu.tokens[at], cpu.trajectory[at], std::exp(cpu.logprobs[at]), gpu.tokens[at],
+        gpu.trajectory[at], std::exp(gpu.logprobs[at]));
   }
 
   void fail(Tally& tally, const std::string& what) {
@@ -321,11 +329,12 @@ bool compare_backends(Backend& cpu, Backend& gpu, int vocab) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double rate = tally.positions ? static_cast<double>(tally.mismatches) / tally.positions : 0.0;
   const bool ok = tally.failures == 0 && rate <= kMaxMismatchRate && tally.positions > 0;
-  std::printf("%s denoise_step vs CPU, V=%d: %lld cases, %lld sampled positions, %lld near-tie mismatches (%.4f%%, "
-              "limit %.1f%%), %lld other differences (%.1f s)\n",
-              ok ? "PASS" : "FAIL", vocab, static_cast<long long>(tally.cases),
-              static_cast<long long>(tally.positions), static_cast<long long>(tally.mismatches), 100.0 * rate,
-              100.0 * kMaxMismatchRate, static_cast<long long>(tally.failures), seconds);
+  std::printf(
+      "%s denoise_step vs CPU, V=%d: %lld cases, %lld sampled positions, %lld near-tie mismatches (%.4f%%, "
+      "limit %.1f%%), %lld other differences (%.1f s)\n",
+      ok ? "PASS" : "FAIL", vocab, static_cast<long long>(tally.cases), static_cast<long long>(tally.positions),
+      static_cast<long long>(tally.mismatches), 100.0 * rate, 100.0 * kMaxMismatchRate,
+      static_cast<long long>(tally.failures), seconds);
   return ok;
 }
 
@@ -385,8 +394,9 @@ bool test_bad_input(Backend& gpu) {
   ok &= expect_error("a rows tensor shorter than num_rows is refused", "StepRows",
                      [&] { gpu.denoise_step(logits, one_row, 2, st); });
 
-  ok &= expect_no_error("a bad slot does not stop its step",
-                        [&] { gpu.denoise_step(logits, upload_rows(gpu, owner, {{5, 0, 0, 1, 0}}), 1, st); });
+  ok &= expect_no_error("a bad slot does not stop its step", [&] {
+    gpu.denoise_step(logits, upload_rows(gpu, owner, {{5, 0, 0, 1, 0}}), 1, st);
+  });
   ok &= expect_error("a bad slot is reported by the next step", "slot 5", next_step);
   ok &= expect_no_error("the report is cleared once thrown", next_step);
 
@@ -421,8 +431,9 @@ bool test_bad_input(Backend& gpu) {
   SlotParams bad_mask = p;
   bad_mask.mask_id = kV + 3;
   gpu.set_slot_params(st, 1, bad_mask);
-  ok &= expect_no_error("a mask id outside the vocabulary does not stop its step",
-                        [&] { gpu.denoise_step(logits, upload_rows(gpu, owner, {{1, 0, 0, 1, 0}}), 1, st); });
+  ok &= expect_no_error("a mask id outside the vocabulary does not stop its step", [&] {
+    gpu.denoise_step(logits, upload_rows(gpu, owner, {{1, 0, 0, 1, 0}}), 1, st);
+  });
   ok &= expect_error("a mask id outside the vocabulary is reported", "mask id", next_step);
   return ok;
 }
@@ -451,12 +462,10 @@ void time_denoise_step(Backend& cpu, cuda::CudaBackend& gpu) {
   std::vector<int32_t> seen(200);
   std::iota(seen.begin(), seen.end(), 1000);
 
-  const TimedConfig configs[] = {{"greedy", 0.0f, 0, 1.0f, 1.0f},
-                                 {"T=1", 1.0f, 0, 1.0f, 1.0f},
-                                 {"T=1 top_k=1", 1.0f, 1, 1.0f, 1.0f},
-                                 {"T=1 top_k=50", 1.0f, 50, 1.0f, 1.0f},
-                                 {"T=1 top_p=0.9", 1.0f, 0, 0.9f, 1.0f},
-                                 {"T=1 top_k=50 top_p=0.9 penalty=1.3", 1.0f, 50, 0.9f, 1.3f}};
+  const TimedConfig configs[] = {
+      {"greedy", 0.0f, 0, 1.0f, 1.0f},        {"T=1", 1.0f, 0, 1.0f, 1.0f},
+      {"T=1 top_k=1", 1.0f, 1, 1.0f, 1.0f},   {"T=1 top_k=50", 1.0f, 50, 1.0f, 1.0f},
+      {"T=1 top_p=0.9", 1.0f, 0, 0.9f, 1.0f}, {"T=1 top_k=50 top_p=0.9 penalty=1.3", 1.0f, 50, 0.9f, 1.3f}};
   for (Backend* be : {static_cast<Backend*>(&gpu), &cpu}) {
     std::vector<Buffer> owner;
     DecodeState st = be->alloc_decode_state(kBatch, kB, kV);

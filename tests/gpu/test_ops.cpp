@@ -241,19 +241,18 @@ void test_moe(Report& report, Twins& tw, std::mt19937& rng) {
     bool renormalize;
     bool one_expert = false;  // router row 3 dominates every token's logits
   };
-  for (Case c : {Case{9, 40, 8, 24, 2, true}, Case{1, 16, 4, 8, 1, true}, Case{5, 33, 8, 17, 8, false},
-                 Case{33, 256, 16, 96, 4, true}, Case{7, 64, 40, 32, 3, false}, Case{2, 128, 64, 64, 2, true},
-                 Case{1, 200, 6, 40, 6, true}, Case{300, 128, 8, 64, 2, true, true},
-                 Case{300, 72, 8, 24, 1, false, true}, Case{4096, 136, 24, 72, 4, true},
-                 Case{5000, 64, 12, 40, 8, true}, Case{128, 256, 32, 64, 4, true},
-                 Case{64, 2048, 128, 768, 8, true}, Case{256, 2048, 128, 768, 8, true},
-                 Case{512, 2048, 128, 768, 8, true}}) {
+  for (Case c :
+       {Case{9, 40, 8, 24, 2, true}, Case{1, 16, 4, 8, 1, true}, Case{5, 33, 8, 17, 8, false},
+        Case{33, 256, 16, 96, 4, true}, Case{7, 64, 40, 32, 3, false}, Case{2, 128, 64, 64, 2, true},
+        Case{1, 200, 6, 40, 6, true}, Case{300, 128, 8, 64, 2, true, true}, Case{300, 72, 8, 24, 1, false, true},
+        Case{4096, 136, 24, 72, 4, true}, Case{5000, 64, 12, 40, 8, true}, Case{128, 256, 32, 64, 4, true},
+        Case{64, 2048, 128, 768, 8, true}, Case{256, 2048, 128, 768, 8, true}, Case{512, 2048, 128, 768, 8, true}}) {
     const std::string name = shape_name("moe T,H,E,I,top_k", {c.T, c.H, c.E, c.I, c.top_k}) +
                              (c.renormalize ? " renormalised" : "") + (c.one_expert ? " all to expert 3" : "");
     report.run(name, [&] {
       std::vector<float> x_values = random_bf16(rng, size_t(c.T) * c.H, c.one_expert ? 0.05f : -1.0f, 1.0f);
-      std::vector<float> router_values = random_bf16(rng, size_t(c.E) * c.H, c.one_expert ? -0.1f : -1.0f,
-                                                     c.one_expert ? 0.1f : 1.0f);
+      std::vector<float> router_values =
+          random_bf16(rng, size_t(c.E) * c.H, c.one_expert ? -0.1f : -1.0f, c.one_expert ? 0.1f : 1.0f);
       if (c.one_expert) std::fill_n(router_values.begin() + 3 * c.H, c.H, 1.0f);
       Twin x = tw.floats({c.T, c.H}, x_values);
       Twin router = tw.floats({c.E, c.H}, router_values);

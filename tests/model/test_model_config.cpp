@@ -251,8 +251,11 @@ TEST(ModelConfig, RejectsSizesPastAnyRealModel) {
 }
 
 TEST(ModelConfig, StopTokensNameWhereTheyCameFrom) {
-  expect_error([] { load(sdar_8b_config(), Json{{"eos_token_id", Json::array()}}); },
-               {"generation_config.json: eos_token_id is an empty list"});
+  expect_error(
+      [] {
+        load(sdar_8b_config(), Json{{"eos_token_id", Json::array()}});
+      },
+      {"generation_config.json: eos_token_id is an empty list"});
   // Neither file names them, and the family's defaults do not fit this vocabulary.
   Json small = with(with(with(sdar_4b_config(), "vocab_size", 1000), "mask_token_id", 5), "bos_token_id", 1);
   expect_error([&] { load(without(small, "eos_token_id")); },

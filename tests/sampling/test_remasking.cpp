@@ -26,18 +26,17 @@ std::vector<PositionScore> at_indices(const std::vector<int>& indices) {
   return m;
 }
 
-std::vector<int> select(Strategy s, const std::vector<PositionScore>& m, int n, const SlotParams& p = {},
-                        int B = 8, bool is_last = false) {
+std::vector<int> select(Strategy s, const std::vector<PositionScore>& m, int n, const SlotParams& p = {}, int B = 8,
+                        bool is_last = false) {
   return select_positions(s, m, n, is_last, p, B);
 }
 
 using Indices = std::vector<int>;
 
 constexpr Strategy kAll[] = {
-    Strategy::Sequential,         Strategy::AntiSequential,       Strategy::Random,
-    Strategy::Dilated,            Strategy::LowConfidenceStatic,  Strategy::MarginStatic,
-    Strategy::EntropyStatic,      Strategy::LowConfidenceDynamic, Strategy::DynamicFactor,
-    Strategy::DynamicPmax,        Strategy::EntropyBounded,
+    Strategy::Sequential,          Strategy::AntiSequential, Strategy::Random,         Strategy::Dilated,
+    Strategy::LowConfidenceStatic, Strategy::MarginStatic,   Strategy::EntropyStatic,  Strategy::LowConfidenceDynamic,
+    Strategy::DynamicFactor,       Strategy::DynamicPmax,    Strategy::EntropyBounded,
 };
 
 }  // namespace

@@ -176,7 +176,7 @@ TEST(Sampler, SeededDrawsFollowTheProbabilities) {
   const std::vector<double> probs = {0.1, 0.2, 0.3, 0.4};
   std::vector<float> logits;
   for (double x : probs) logits.push_back(static_cast<float>(std::log(x)));
-  logits.push_back(5.0f);  // the mask
+  logits.push_back(5.0f);        // the mask
   constexpr int kDraws = 40000;  // frequency std <= 0.0025
   auto frequencies = [&](const SlotParams& p) {
     std::vector<double> f(5, 0.0);

@@ -45,9 +45,7 @@ std::vector<std::string> event_data(const std::string& body) {
   return data;
 }
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 Clock::time_point after(double seconds) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
@@ -231,10 +229,10 @@ TEST_F(Served, TokenizeAndDetokenizeUseTheModelsTokenizer) {
             engine_->tokenizer().encode(rendered, false));
   EXPECT_EQ(post("/detokenize", {{"tokens", ids}})["prompt"], engine_->tokenizer().decode(ids));
   // Bad input: a JSON 400 naming the problem.
-  EXPECT_NE(post("/tokenize", {{"prompt", "a"}, {"messages", messages}}, 400)["error"]["message"]
-                .get<std::string>()
-                .find("one of 'prompt' and 'messages'"),
-            std::string::npos);
+  EXPECT_NE(
+      post("/tokenize", {{"prompt", "a"}, {"messages", messages}}, 400)["error"]["message"].get<std::string>().find(
+          "one of 'prompt' and 'messages'"),
+      std::string::npos);
   EXPECT_NE(post("/detokenize", {{"tokens", {1, 1000000}}}, 400)["error"]["message"].get<std::string>().find(
                 "id 1000000 is outside the tokenizer's"),
             std::string::npos);
@@ -298,8 +296,8 @@ TEST_F(Served, StreamedDeltasAddUpToTheCompletion) {
 // return_tokens (a jetengine extension): every chunk carries the tokens committed with its text,
 // which add up to the completion; without it the chunks have no "tokens".
 TEST_F(Served, ReturnTokensChunksCarryTheCommittedTokens) {
-  json body = {{"prompt", "12 + 30 ="}, {"temperature", 0},      {"max_tokens", 12},
-               {"ignore_eos", true},   {"denoising_steps", 2}, {"stream", true}};
+  json body = {{"prompt", "12 + 30 ="}, {"temperature", 0},     {"max_tokens", 12},
+               {"ignore_eos", true},    {"denoising_steps", 2}, {"stream", true}};
   const auto plain = client().Post("/v1/completions", body.dump(), "application/json");
   ASSERT_TRUE(plain);
   EXPECT_EQ(plain->body.find("\"tokens\""), std::string::npos);
@@ -330,12 +328,14 @@ TEST_F(Served, ReturnTokensChunksCarryTheCommittedTokens) {
     for (const json& token : choice["tokens"]) last_step = std::max(last_step, token["step"].get<int>());
   }
   EXPECT_EQ(ids.size(), 12u);
-  EXPECT_GE(chunks, 3);  // one per committed block of B = 4
+  EXPECT_GE(chunks, 3);              // one per committed block of B = 4
   EXPECT_LE(last_step, 2 * chunks);  // S = 2 steps per block
   EXPECT_EQ(engine_->tokenizer().decode(ids, /*skip_special_tokens=*/true), text);
   // Chat streams carry them too.
   const json chat_body = {{"messages", {{{"role", "user"}, {"content", "What is 4821 + 937?"}}}},
-                          {"temperature", 0}, {"stream", true}, {"return_tokens", true}};
+                          {"temperature", 0},
+                          {"stream", true},
+                          {"return_tokens", true}};
   const auto chat = client().Post("/v1/chat/completions", chat_body.dump(), "application/json");
   ASSERT_TRUE(chat);
   EXPECT_NE(chat->body.find("\"tokens\":[{\"id\""), std::string::npos) << chat->body;
@@ -414,8 +414,8 @@ TEST_F(Served, NChoicesAreSeededRequestsOfTheirOwn) {
 
 TEST_F(Served, SeveralPromptsGetTheirChoicesPromptMajor) {
   const std::vector<std::string> prompts = {"12 + 30 =", "4 + 5 =", "7 * 6 ="};
-  json body = {{"prompt", prompts}, {"temperature", 1.0}, {"seed", 9}, {"max_tokens", 8}, {"ignore_eos", true},
-               {"n", 2}};
+  json body = {{"prompt", prompts}, {"temperature", 1.0}, {"seed", 9},
+               {"max_tokens", 8},   {"ignore_eos", true}, {"n", 2}};
   const json r = post("/v1/completions", body);
   ASSERT_EQ(r["choices"].size(), 6u);
   int prompt_tokens = 0;
@@ -433,8 +433,8 @@ TEST_F(Served, SeveralPromptsGetTheirChoicesPromptMajor) {
   EXPECT_EQ(r["usage"]["prompt_tokens"], prompt_tokens);
   EXPECT_EQ(r["usage"]["completion_tokens"], 48);
   // Token-id prompts too.
-  const json ids = post("/v1/completions", {{"prompt", {{5, 6, 7}, {8, 9}}}, {"temperature", 0}, {"max_tokens", 4},
-                                            {"ignore_eos", true}});
+  const json ids = post("/v1/completions",
+                        {{"prompt", {{5, 6, 7}, {8, 9}}}, {"temperature", 0}, {"max_tokens", 4}, {"ignore_eos", true}});
   ASSERT_EQ(ids["choices"].size(), 2u);
   EXPECT_EQ(ids["usage"]["prompt_tokens"], 5);
 }
@@ -458,9 +458,10 @@ TEST_F(Served, StopStringsCutTheAnswer) {
 }
 
 TEST_F(Served, ConcurrentRequestsAllFinishWithTheirOwnAnswers) {
-  const std::vector<std::pair<std::string, std::string>> problems = {
-      {"What is 4821 + 937?", "5758"}, {"What is 12 + 30?", "42"}, {"What is 100 + 200?", "300"},
-      {"What is 7 + 8?", "15"}};
+  const std::vector<std::pair<std::string, std::string>> problems = {{"What is 4821 + 937?", "5758"},
+                                                                     {"What is 12 + 30?", "42"},
+                                                                     {"What is 100 + 200?", "300"},
+                                                                     {"What is 7 + 8?", "15"}};
   std::vector<std::string> answers(problems.size());
   std::vector<std::thread> clients;
   for (size_t i = 0; i < problems.size(); ++i) {
@@ -500,8 +501,7 @@ TEST_F(Served, BadRequestsGetJsonErrorsAndTheServerGoesOn) {
   auto broken = client().Post("/v1/completions", "{broken", "application/json");
   ASSERT_TRUE(broken);
   EXPECT_EQ(broken->status, 400);
-  EXPECT_NE(json::parse(broken->body)["error"]["message"].get<std::string>().find("not valid JSON"),
-            std::string::npos);
+  EXPECT_NE(json::parse(broken->body)["error"]["message"].get<std::string>().find("not valid JSON"), std::string::npos);
   // Rejected by the engine (range checks run when it admits the request), streamed or not.
   const json bad = post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 0}}, 400);
   EXPECT_NE(bad["error"]["message"].get<std::string>().find("max_tokens"), std::string::npos);
@@ -524,18 +524,19 @@ TEST_F(Served, HttpLevelErrorsAreJsonAndBodiesAreReadWhateverTheirType) {
   EXPECT_NE(error_of(client().Post("/v1/completions", std::string(17 << 20, ' '), "application/json"), 413)
                 .find("exceeds 16 MiB"),
             std::string::npos);
-  EXPECT_NE(error_of(client().Post("/v1/completions", R"({"prompt": "a", "temperature": 1e400})", "application/json"),
-                     400)
-                .find("not valid JSON"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(client().Post("/v1/completions", R"({"prompt": "a", "temperature": 1e400})", "application/json"), 400)
+          .find("not valid JSON"),
+      std::string::npos);
   // Nested 100,000 deep where a prompt belongs: refused while parsing, not a stack overflow.
   const std::string deep = R"({"prompt": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
   EXPECT_EQ(error_of(client().Post("/v1/completions", deep, "application/json"), 400),
             "the request body: JSON nested deeper than 64 levels");
   // A Content-Length that is no byte count is named as such (httplib took -1 for 2^64 - 1 bytes).
   for (const char* length : {"-1", "1e3", "abc"}) {
-    const std::string answer = raw_exchange(std::string("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ") +
-                                            length + "\r\nConnection: close\r\n\r\n{}");
+    const std::string answer =
+        raw_exchange(std::string("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: ") + length +
+                     "\r\nConnection: close\r\n\r\n{}");
     EXPECT_NE(answer.find("HTTP/1.1 400"), std::string::npos) << length << ": " << answer;
     EXPECT_NE(answer.find(std::string("the Content-Length header '") + length + "' is not a byte count"),
               std::string::npos)
@@ -615,10 +616,11 @@ TEST_F(Served, ManySlowClientsDoNotLockOutTheOthers) {
 TEST_F(Served, PipelinedRequestsAreAllAnsweredInOrder) {
   const std::string tokenize = R"({"prompt": "What is 1 + 1?"})";
   RawConnection connection(port_);
-  connection.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
-                  "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-                  std::to_string(tokenize.size()) + "\r\n\r\n" + tokenize +
-                  "GET /v1/models/demo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  connection.send(
+      "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+      "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+      std::to_string(tokenize.size()) + "\r\n\r\n" + tokenize +
+      "GET /v1/models/demo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   const std::string answers = connection.read_all();
   size_t at = 0;
   for (const char* expected : {R"({"status":"ok"})", R"("tokens":)", R"("owned_by":"jetengine")"}) {
@@ -759,7 +761,7 @@ TEST_F(Limits, AtTheConnectionBoundTheLongestWaitingReaderMakesRoom) {
   auto health = client(port).Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
-  EXPECT_TRUE(slow.front()->closed_within(2));   // the one waiting longest
+  EXPECT_TRUE(slow.front()->closed_within(2));    // the one waiting longest
   EXPECT_FALSE(slow.back()->closed_within(0.2));  // the newest slow client is still there
   // Past the bound, ordinary requests keep being answered.
   for (int i = 0; i < 20; ++i) {
@@ -776,8 +778,8 @@ TEST_F(Limits, WhenEveryConnectionIsBusyANewcomerGets503) {
   const int port = server.listen();
   RawConnection busy(port);
   const std::string body = R"({"prompt": "1 + 1 =", "max_tokens": 4})";
-  busy.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
-            "\r\n\r\n" + body);
+  busy.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+            body);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // read and queued
   RawConnection newcomer(port);
   newcomer.send("GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -797,10 +799,11 @@ TEST_F(Limits, AStreamNobodyReadsIsDroppedWhileOthersAreServed) {
       json{{"prompt", "12 + 30 ="}, {"max_tokens", 8192}, {"ignore_eos", true}, {"stream", true}}.dump();
   reader_gone.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
                    "\r\n\r\n" + body);
-  auto answer = client(running.port).Post(
-      "/v1/chat/completions",
-      json{{"messages", {{{"role", "user"}, {"content", "What is 12 + 30?"}}}}, {"temperature", 0}}.dump(),
-      "application/json");
+  auto answer =
+      client(running.port)
+          .Post("/v1/chat/completions",
+                json{{"messages", {{{"role", "user"}, {"content", "What is 12 + 30?"}}}}, {"temperature", 0}}.dump(),
+                "application/json");
   ASSERT_TRUE(answer);
   EXPECT_EQ(json::parse(answer->body)["choices"][0]["message"]["content"], "42");
   // The stalled stream is cut off and its request aborted well before 8,192 tokens.
@@ -839,10 +842,11 @@ TEST_F(Limits, AnAnswerNobodyReadsIsDroppedAtTheWriteDeadline) {
   auto health = client(running.port).Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
-  auto chat = client(running.port).Post(
-      "/v1/chat/completions",
-      json{{"messages", {{{"role", "user"}, {"content", "What is 12 + 30?"}}}}, {"temperature", 0}}.dump(),
-      "application/json");
+  auto chat =
+      client(running.port)
+          .Post("/v1/chat/completions",
+                json{{"messages", {{{"role", "user"}, {"content", "What is 12 + 30?"}}}}, {"temperature", 0}}.dump(),
+                "application/json");
   ASSERT_TRUE(chat);
   EXPECT_EQ(json::parse(chat->body)["choices"][0]["message"]["content"], "42");
   // One connection left: the one asking for the metrics.

@@ -41,7 +41,9 @@ std::string error_of(Endpoint endpoint, const std::string& body) {
 }  // namespace
 
 TEST(OpenAiApi, StopIsAStringOrAListOfThem) {
-  auto stop_of = [](const std::string& body) { return parse_request(Endpoint::Completions, body, demo_engine(), {}).params.stop; };
+  auto stop_of = [](const std::string& body) {
+    return parse_request(Endpoint::Completions, body, demo_engine(), {}).params.stop;
+  };
   EXPECT_EQ(stop_of(R"({"prompt": "a", "stop": "END"})"), (std::vector<std::string>{"END"}));
   EXPECT_EQ(stop_of(R"({"prompt": "a", "stop": ["\n", "END"]})"), (std::vector<std::string>{"\n", "END"}));
   EXPECT_TRUE(stop_of(R"({"prompt": "a", "stop": ""})").empty());
@@ -149,12 +151,12 @@ TEST(OpenAiApi, WhatTheEngineDoesNotDoIsAnErrorNamingTheField) {
   EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": ["a", 3]})").find("a list of prompts holds strings"),
             std::string::npos);
   EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": [[1], [-2]]})").find("token ids"), std::string::npos);
-  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": ["a", "b"], "n": 1025})").find("key 'n'"),
-            std::string::npos);
+  EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": ["a", "b"], "n": 1025})").find("key 'n'"), std::string::npos);
   std::string seventeen = R"({"n": 128, "prompt": ["a")";
   for (int i = 1; i < 17; ++i) seventeen += R"(, "a")";
-  EXPECT_NE(error_of(Endpoint::Completions, seventeen + "]}").find("17 prompts with n = 128 make more than 2048 choices"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(Endpoint::Completions, seventeen + "]}").find("17 prompts with n = 128 make more than 2048 choices"),
+      std::string::npos);
   EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": [1, -2]})").find("token ids"), std::string::npos);
   EXPECT_NE(error_of(Endpoint::Completions, R"({"prompt": "a", "n": 0})").find("key 'n' must be in [1, 128], got 0"),
             std::string::npos);
@@ -176,14 +178,13 @@ TEST(OpenAiApi, WhatTheEngineDoesNotDoIsAnErrorNamingTheField) {
   for (const char* field : {R"("logit_bias": {"5": -100})", R"("presence_penalty": 0.5)", R"("frequency_penalty": -1)",
                             R"("min_tokens": 4)", R"("echo": true)", R"("best_of": 2)", R"("suffix": "x")"}) {
     const std::string key = std::string(field).substr(1, std::string(field).find('"', 1) - 1);
-    EXPECT_NE(error_of(Endpoint::Completions, std::string(R"({"prompt": "a", )") + field + "}")
-                  .find("key '" + key + "' ("),
-              std::string::npos)
+    EXPECT_NE(
+        error_of(Endpoint::Completions, std::string(R"({"prompt": "a", )") + field + "}").find("key '" + key + "' ("),
+        std::string::npos)
         << field;
   }
-  for (const char* field : {R"("logit_bias": {})",
-                            R"("presence_penalty": 0)", R"("frequency_penalty": 0.0)", R"("min_tokens": 0)",
-                            R"("echo": false)", R"("best_of": 1)", R"("suffix": "")"}) {
+  for (const char* field : {R"("logit_bias": {})", R"("presence_penalty": 0)", R"("frequency_penalty": 0.0)",
+                            R"("min_tokens": 0)", R"("echo": false)", R"("best_of": 1)", R"("suffix": "")"}) {
     EXPECT_EQ(error_of(Endpoint::Completions, std::string(R"({"prompt": "a", )") + field + "}"), "") << field;
   }
   EXPECT_NE(error_of(Endpoint::ChatCompletions, R"({"messages": []})").find("'messages'"), std::string::npos);
@@ -289,8 +290,8 @@ TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
                                                      &demo_engine().tokenizer());
   ASSERT_EQ(with["choices"][0]["logprobs"]["content"].size(), out.completion_ids.size());
   EXPECT_EQ(with["choices"][0]["logprobs"]["content"][0]["logprob"], -0.5);
-  const json legacy = jet::server::completion_response(Endpoint::Completions, "cmpl-1", 100, "m", {out}, 1,
-                                                       &demo_engine().tokenizer());
+  const json legacy =
+      jet::server::completion_response(Endpoint::Completions, "cmpl-1", 100, "m", {out}, 1, &demo_engine().tokenizer());
   EXPECT_EQ(legacy["choices"][0]["logprobs"]["token_logprobs"].size(), out.completion_ids.size());
   EXPECT_EQ(legacy["choices"][0]["logprobs"]["text_offset"][0], 0);
   const json first = jet::server::stream_chunk(Endpoint::ChatCompletions, "x", 1, "m", 0, "4", "", true);
@@ -317,6 +318,7 @@ TEST(OpenAiApi, ResponsesHaveOpenAisShape) {
   EXPECT_EQ(two["usage"]["completion_tokens"], 5);
   EXPECT_EQ(jet::server::usage_chunk(Endpoint::Completions, "x", 1, "m", {out, other}, 2)["usage"]["total_tokens"], 10);
   // Two prompts of one choice each: both prompts counted.
-  EXPECT_EQ(jet::server::usage_chunk(Endpoint::Completions, "x", 1, "m", {out, other}, 1)["usage"]["prompt_tokens"], 10);
+  EXPECT_EQ(jet::server::usage_chunk(Endpoint::Completions, "x", 1, "m", {out, other}, 1)["usage"]["prompt_tokens"],
+            10);
   EXPECT_EQ(jet::server::error_body("bad", "invalid_request_error", 400)["error"]["code"], 400);
 }

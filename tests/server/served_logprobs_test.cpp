@@ -178,8 +178,8 @@ TEST_F(LogprobsServed, OnePerCompletionTokenWithTheEnginesLogprob) {
   greedy.temperature = 0;
   greedy.max_tokens = 12;
   greedy.ignore_eos = true;
-  const json body = {{"prompt", "12 + 30 ="}, {"temperature", 0}, {"max_tokens", 12}, {"ignore_eos", true},
-                     {"logprobs", 0}};
+  const json body = {
+      {"prompt", "12 + 30 ="}, {"temperature", 0}, {"max_tokens", 12}, {"ignore_eos", true}, {"logprobs", 0}};
   const Seen completion = choices("/v1/completions", body).at(0);
   const jet::GenerationOutput expected = generate(engine_->tokenizer().encode("12 + 30 ="), greedy);
   EXPECT_EQ(completion.text, expected.completion_text);
@@ -248,8 +248,12 @@ TEST_F(LogprobsServed, StreamedChunksCarryTheTokensOfTheirTextAndAddUpToTheAnswe
 }
 
 TEST_F(LogprobsServed, EveryChoiceOfSeveralPromptsHasItsOwn) {
-  const json body = {{"prompt", {"12 + 30 =", "4 + 5 ="}}, {"n", 2},          {"temperature", 1.0},
-                     {"seed", 3},                          {"max_tokens", 9}, {"ignore_eos", true},
+  const json body = {{"prompt", {"12 + 30 =", "4 + 5 ="}},
+                     {"n", 2},
+                     {"temperature", 1.0},
+                     {"seed", 3},
+                     {"max_tokens", 9},
+                     {"ignore_eos", true},
                      {"logprobs", 0}};
   const std::vector<Seen> whole = choices("/v1/completions", body);
   const std::vector<Seen> stream = streamed("/v1/completions", body, 4);

@@ -52,7 +52,6 @@ int thread_count();
 // costs more than a few thousand additions (and far more when the cores are busy).
 inline int threads_for(int64_t work) { return work < (int64_t{1} << 15) ? 1 : thread_count(); }
 
-
 // Row-major fp32 products through OpenBLAS, split over the threads unless called from inside a
 // parallel loop (then on the calling thread alone). gemm_nt: out[M, N] = x[M, K] · w[N, K]ᵀ;
 // gemm_nn: out[M, N] = a[M, K] · b[K, N].

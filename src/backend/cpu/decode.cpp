@@ -53,8 +53,8 @@ void validate_rows(const char* op, const std::vector<StepRow>& rows, const Decod
     JET_CHECK(rows[i].logits_row0 >= next_free, op, ": row ", i, " starts at logits row ", rows[i].logits_row0,
               ", before row ", next_free, " where the previous rows' masked positions end");
     next_free = rows[i].logits_row0 + masked;
-    JET_CHECK(num_logits < 0 || next_free <= num_logits, op, ": row ", i, " needs logits rows [",
-              rows[i].logits_row0, ", ", next_free, ") for its masked positions, got ", num_logits, " rows");
+    JET_CHECK(num_logits < 0 || next_free <= num_logits, op, ": row ", i, " needs logits rows [", rows[i].logits_row0,
+              ", ", next_free, ") for its masked positions, got ", num_logits, " rows");
   }
 }
 

@@ -18,7 +18,7 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) 
   }
   const float* src = table.ptr<float>();
   float* dst = out.ptr<float>();
-#pragma omp parallel for num_threads(threads_for(T * H))
+#pragma omp parallel for num_threads(threads_for(T* H))
   for (int64_t t = 0; t < T; ++t) std::memcpy(dst + t * H, src + int64_t{id[t]} * H, H * sizeof(float));
 }
 
@@ -35,7 +35,7 @@ void CpuBackend::swiglu(const Tensor& gate_up, Tensor& out) {
   const int64_t inter = width / 2;
   const float* in = gate_up.ptr<float>();
   float* dst = out.ptr<float>();
-#pragma omp parallel for num_threads(threads_for(T * width))
+#pragma omp parallel for num_threads(threads_for(T* width))
   for (int64_t t = 0; t < T; ++t) swiglu_row(in + t * width, dst + t * inter, inter);
 }
 

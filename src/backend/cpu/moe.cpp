@@ -27,9 +27,8 @@ void route_token(float* logits, int E, int top_k, bool renormalize, int32_t* exp
   for (int e = 0; e < E; ++e) logits[e] /= sum;
   std::vector<int32_t> order(E);
   std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int32_t a, int32_t b) {
-    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-  });
+  std::partial_sort(order.begin(), order.begin() + top_k, order.end(),
+                    [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
   float chosen = 0.0f;
   for (int k = 0; k < top_k; ++k) chosen += logits[order[k]];
   for (int k = 0; k < top_k; ++k) {

@@ -35,7 +35,7 @@ void CpuBackend::rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& ou
   const int64_t T = shape.rows, H = shape.width;
   const float *xp = x.ptr<float>(), *wp = w.ptr<float>();
   float* op = out.ptr<float>();
-#pragma omp parallel for num_threads(threads_for(T * H))
+#pragma omp parallel for num_threads(threads_for(T* H))
   for (int64_t t = 0; t < T; ++t) rmsnorm_row(xp + t * H, wp, eps, H, op + t * H);
 }
 
@@ -45,7 +45,7 @@ void CpuBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w,
   float* rp = residual.ptr<float>();
   const float *xp = x.ptr<float>(), *wp = w.ptr<float>();
   float* op = out.ptr<float>();
-#pragma omp parallel for num_threads(threads_for(T * H))
+#pragma omp parallel for num_threads(threads_for(T* H))
   for (int64_t t = 0; t < T; ++t) {
     float* row = rp + t * H;
     for (int64_t i = 0; i < H; ++i) row[i] += xp[t * H + i];
@@ -76,7 +76,7 @@ void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k
   for (int i = 0; i < half; ++i) inv_freq[i] = 1.0f / std::pow(rope_theta, static_cast<float>(2 * i) / hd);
   const int32_t* positions = batch.positions.ptr<int32_t>();
   float* data = qkv.ptr<float>();
-#pragma omp parallel num_threads(threads_for(T * width))
+#pragma omp parallel num_threads(threads_for(T* width))
   {
     std::vector<float> cos_a(half), sin_a(half);
 #pragma omp for

@@ -23,9 +23,9 @@ template <int HD, int RowGroups>
 struct DimSplitConfig {
   static constexpr int kTileKeys = 32;
   static constexpr int kRows = 16 * RowGroups;
-  static constexpr int kGroupWarps = kWarps / RowGroups;      // warps sharing a row group's 16 rows
-  static constexpr int kWarpKeys = kTileKeys / kGroupWarps;   // scores per tile: 8 or 16 keys
-  static constexpr int kWarpDims = HD / kGroupWarps;          // output columns per warp
+  static constexpr int kGroupWarps = kWarps / RowGroups;        // warps sharing a row group's 16 rows
+  static constexpr int kWarpKeys = kTileKeys / kGroupWarps;     // scores per tile: 8 or 16 keys
+  static constexpr int kWarpDims = HD / kGroupWarps;            // output columns per warp
   static constexpr int kResidentCtas = RowGroups == 1 ? 5 : 4;  // per multiprocessor: 96 or 128 registers
   static_assert(kWarps % RowGroups == 0 && kWarpKeys % 8 == 0 && kWarpDims % 16 == 0 && (HD / 16) % 2 == 0);
   static constexpr int kLd = HD + kRowPad;    // bf16 stride of Q/K/V rows in smem

@@ -36,22 +36,22 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   size_t default_kv_budget_bytes(double memory_utilization) const override;
 
-  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;            // elementwise.cu
-  void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;                     // gemm.cu
-  void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;         // norm_rope.cu
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;     // elementwise.cu
+  void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;              // gemm.cu
+  void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;  // norm_rope.cu
   void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const ForwardBatch& batch,
                     float rope_theta, int nh, int nkv, int hd, Tensor& k_cache, Tensor& v_cache,
                     int page_size) override;
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, int page_size,
-                 const ForwardBatch& batch, int nh, int nkv, int hd, Tensor& out) override;  // attention.cu
-  void swiglu(const Tensor& gate_up, Tensor& out) override;                                // elementwise.cu
-  void moe(const Tensor& x, const MoeWeights& w, Tensor& out) override;                    // moe.cu
+                 const ForwardBatch& batch, int nh, int nkv, int hd, Tensor& out) override;   // attention.cu
+  void swiglu(const Tensor& gate_up, Tensor& out) override;                                   // elementwise.cu
+  void moe(const Tensor& x, const MoeWeights& w, Tensor& out) override;                       // moe.cu
   void gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) override;  // elementwise.cu
   void sample_positions(const Tensor& logits, int64_t first_row, const Tensor& rows, int num_rows,
-                        DecodeState& st) override;                                                  // decode.cu
+                        DecodeState& st) override;                                                   // decode.cu
   void commit_step(const Tensor& rows, int num_rows, int64_t num_logits, DecodeState& st) override;  // decode.cu
-  void run_recorded(const std::string& key, const std::function<void()>& work) override;           // graphs.cu
+  void run_recorded(const std::string& key, const std::function<void()>& work) override;             // graphs.cu
 
   cudaStream_t stream() const { return stream_; }
   cublasLtHandle_t lt() const { return lt_; }

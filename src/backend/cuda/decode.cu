@@ -298,11 +298,21 @@ void throw_decode_fault() {
   const int32_t slot = static_cast<int32_t>(static_cast<uint32_t>(fault));
   std::string problem;
   switch (static_cast<RowFault>(fault >> 56)) {
-    case RowFault::SlotOutOfRange: problem = str("has slot ", slot, ", outside the decode state's slots"); break;
-    case RowFault::RepeatedSlot: problem = str("repeats slot ", slot, " of an earlier row"); break;
-    case RowFault::MaskIdOutOfRange: problem = str("has slot ", slot, ", whose mask id is outside the vocabulary"); break;
-    case RowFault::LogitsOutOfRange: problem = str("has slot ", slot, " and logits rows outside the logits"); break;
-    default: problem = str("has slot ", slot, ", whose strategy value is invalid"); break;
+    case RowFault::SlotOutOfRange:
+      problem = str("has slot ", slot, ", outside the decode state's slots");
+      break;
+    case RowFault::RepeatedSlot:
+      problem = str("repeats slot ", slot, " of an earlier row");
+      break;
+    case RowFault::MaskIdOutOfRange:
+      problem = str("has slot ", slot, ", whose mask id is outside the vocabulary");
+      break;
+    case RowFault::LogitsOutOfRange:
+      problem = str("has slot ", slot, " and logits rows outside the logits");
+      break;
+    default:
+      problem = str("has slot ", slot, ", whose strategy value is invalid");
+      break;
   }
   throw Error(str("commit_step: row ", row, " of an earlier step ", problem, "; that row was skipped"));
 }
@@ -311,9 +321,8 @@ void CudaBackend::sample_positions(const Tensor& logits, int64_t first_row, cons
                                    DecodeState& st) {
   throw_decode_fault();
   const int V = st.vocab;
-  JET_CHECK(logits.dtype == DType::F32 && logits.ndim == 2 && logits.dim(1) == V,
-            "sample_positions: tensor logits is ", dtype_name(logits.dtype), " ", shape_string(logits),
-            ", expected F32 [*, ", V, "]");
+  JET_CHECK(logits.dtype == DType::F32 && logits.ndim == 2 && logits.dim(1) == V, "sample_positions: tensor logits is ",
+            dtype_name(logits.dtype), " ", shape_string(logits), ", expected F32 [*, ", V, "]");
   JET_CHECK(first_row >= 0, "sample_positions: negative first logits row ", first_row);
   check_rows("sample_positions", rows, num_rows);
   if (num_rows == 0 || logits.dim(0) == 0) return;
@@ -333,8 +342,8 @@ void CudaBackend::commit_step(const Tensor& rows, int num_rows, int64_t num_logi
   if (num_rows == 0) return;
   StepArgs a = step_args(rows, num_rows, st);
   a.num_logits = num_logits;
-  launch_kernel("commit_selected_positions", commit_selected_positions, static_cast<unsigned>(num_rows),
-                kCommitThreads, 0, stream(), a);
+  launch_kernel("commit_selected_positions", commit_selected_positions, static_cast<unsigned>(num_rows), kCommitThreads,
+                0, stream(), a);
 }
 
 }  // namespace jet::cuda

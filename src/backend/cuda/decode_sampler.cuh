@@ -115,8 +115,7 @@ struct SoftmaxSums {
 
 struct AddSoftmaxSums {
   __device__ SoftmaxSums operator()(const SoftmaxSums& a, const SoftmaxSums& b) const {
-    return {a.sum + b.sum, a.weighted_z + b.weighted_z, fmaxf(a.e1, b.e1),
-            fmaxf(fminf(a.e1, b.e1), fmaxf(a.e2, b.e2))};
+    return {a.sum + b.sum, a.weighted_z + b.weighted_z, fmaxf(a.e1, b.e1), fmaxf(fminf(a.e1, b.e1), fmaxf(a.e2, b.e2))};
   }
 };
 
@@ -219,7 +218,7 @@ __device__ inline int32_t gumbel_max(const SampledRow& row, int V, uint64_t cut,
 // Samples one masked position (sampler.cpp's sample_position); every thread of the block calls
 // it and gets the result. `seen` is null when the slot's penalty is 1.
 __device__ inline PositionSample sample_position(const float* logits, int V, const SlotParams& p, const uint32_t* seen,
-                                            int32_t position, int32_t global_step, SamplerShared& sm) {
+                                                 int32_t position, int32_t global_step, SamplerShared& sm) {
   const bool greedy = p.temperature <= 0.0f;
   SampledRow row{logits, seen, p.mask_id, p.repetition_penalty, greedy ? 1.0f : p.temperature};
 
@@ -250,7 +249,7 @@ __device__ inline PositionSample sample_position(const float* logits, int V, con
   c.margin = V > 1 ? sums.e1 * row.inv_sum - sums.e2 * row.inv_sum : 0.0f;
 
   if (greedy) {
-    c.token = top.id;  // the argmax of the logits: probabilities can tie where logits do not
+    c.token = top.id;                  // the argmax of the logits: probabilities can tie where logits do not
   } else if (p.top_k == 1 && V > 1) {  // SDAR's own evaluation samples so (T = 1, top-k 1)
     c.token = most_probable_id(row, V, top.id, sm);
   } else {

@@ -31,10 +31,10 @@
 
 namespace jet::cuda::moe_detail {
 
-constexpr int kStageK = kTmaBoxCols;  // k elements per stage: one 128-byte swizzled row
-constexpr int kWeightRows = 128;      // weight rows of an item: wgmma's n
-constexpr int kHiddenCols = kWeightRows / 2;  // gate/up: hidden columns per item
-constexpr int kWeightBoxRows = 64;            // weight rows per tensor-map box: an item loads two
+constexpr int kStageK = kTmaBoxCols;              // k elements per stage: one 128-byte swizzled row
+constexpr int kWeightRows = 128;                  // weight rows of an item: wgmma's n
+constexpr int kHiddenCols = kWeightRows / 2;      // gate/up: hidden columns per item
+constexpr int kWeightBoxRows = 64;                // weight rows per tensor-map box: an item loads two
 constexpr int kSharedPerMultiprocessor = 233472;  // the H100/H200 budget, of which 1 KB per CTA is reserved
 
 // A CTA of kRows rows: a consumer warpgroup per 64 rows (wgmma's m; with fewer rows the rows past
@@ -68,16 +68,16 @@ struct ExpertTiles {
 enum class Product { GateUp, Down };
 
 struct ExpertGemmArgs {
-  const bf16* a;                // GateUp: x [T, H] (kTma: x gathered, [routes, H]); Down: hidden [routes, I]
-  const bf16* w;                // GateUp: gate_up [E, 2I, H]; Down: down [E, H, I]
-  const int32_t* sorted;        // [routes]: sorted row -> route (token * top_k + rank)
-  const float* route_weights;   // [routes] (Down)
-  bf16* hidden;                 // [routes, I] (GateUp's output)
-  float* route_out;             // [routes, H] (Down's output)
+  const bf16* a;               // GateUp: x [T, H] (kTma: x gathered, [routes, H]); Down: hidden [routes, I]
+  const bf16* w;               // GateUp: gate_up [E, 2I, H]; Down: down [E, H, I]
+  const int32_t* sorted;       // [routes]: sorted row -> route (token * top_k + rank)
+  const float* route_weights;  // [routes] (Down)
+  bf16* hidden;                // [routes, I] (GateUp's output)
+  float* route_out;            // [routes, H] (Down's output)
   ExpertTiles tiles;
   int top_k;
-  int64_t hidden_size, inter;   // H, I
-  int col_blocks;               // work items per tile
+  int64_t hidden_size, inter;  // H, I
+  int col_blocks;              // work items per tile
 };
 
 // kTma: the tensor maps of A ([routes, K] in sorted order, boxes of the tile's rows) and of the

@@ -144,7 +144,7 @@ __device__ uint64_t gathered_cut(const Probs& probs, int V, uint64_t floor, cons
 // sampler's common path (no top-k / top-p) into spilling.
 template <int kThreads, typename Probs>
 __device__ __noinline__ uint64_t select_cut(const Probs& probs, int V, uint64_t floor, const CutGoal goal,
-                               KeptSetShared<kThreads>& sm) {
+                                            KeptSetShared<kThreads>& sm) {
   constexpr int kItems = kCutBuckets / kThreads;
   static_assert(kItems * kThreads == kCutBuckets, "the bucket scan gives every thread the same number of buckets");
   const int tid = threadIdx.x;
@@ -183,8 +183,8 @@ __device__ __noinline__ uint64_t select_cut(const Probs& probs, int V, uint64_t 
     };
     CountMass mine{0, 0}, preceding, total;
     for (int k = 0; k < kItems; ++k) mine = AddCountMass{}(mine, bucket(k));
-    cub::BlockScan<CountMass, kThreads>(sm.scan.buckets).ExclusiveScan(mine, preceding, CountMass{0, 0}, AddCountMass{},
-                                                                       total);
+    cub::BlockScan<CountMass, kThreads>(sm.scan.buckets)
+        .ExclusiveScan(mine, preceding, CountMass{0, 0}, AddCountMass{}, total);
     if (level == 0) candidates_mass = total.mass;
     // The crossing bucket: the first non-empty one whose inclusive prefix reaches the goal.
     preceding = AddCountMass{}(above, preceding);

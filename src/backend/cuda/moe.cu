@@ -193,7 +193,8 @@ template <int kPack>
 __global__ void combine_kernel(const float* route_out, int64_t T, int top_k, int64_t H, bf16* out) {
   await_previous_kernel();
   const int64_t packs = H / kPack;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < T * packs; i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < T * packs;
+       i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = i / packs, j = (i % packs) * kPack;
     float sum[kPack] = {};
     for (int k = 0; k < top_k; ++k) {
@@ -245,18 +246,22 @@ void launch_expert_gemm(const ExpertGemmArgs& args, const ExpertGemmMaps& maps, 
   const int64_t items = int64_t{max_tiles} * args.col_blocks;
   JET_CHECK(items < (int64_t{1} << 31), "moe: ", items, " expert GEMM work items are more than an int holds");
   const int64_t ctas = std::min(items, resident);
-  launch_kernel("expert_gemm_kernel", kernel, dim3(static_cast<unsigned>(ctas)), dim3(Shape::kThreads), shared,
-                stream, args, maps);
+  launch_kernel("expert_gemm_kernel", kernel, dim3(static_cast<unsigned>(ctas)), dim3(Shape::kThreads), shared, stream,
+                args, maps);
 }
 
 template <Product kProduct, bool kTma>
 void launch_expert_gemm(int rows, const ExpertGemmArgs& args, const ExpertGemmMaps& maps, int max_tiles,
                         cudaStream_t stream) {
   switch (rows) {
-    case 16: return launch_expert_gemm<16, kProduct, kTma>(args, maps, max_tiles, stream);
-    case 32: return launch_expert_gemm<32, kProduct, kTma>(args, maps, max_tiles, stream);
-    case 64: return launch_expert_gemm<64, kProduct, kTma>(args, maps, max_tiles, stream);
-    default: return launch_expert_gemm<128, kProduct, kTma>(args, maps, max_tiles, stream);
+    case 16:
+      return launch_expert_gemm<16, kProduct, kTma>(args, maps, max_tiles, stream);
+    case 32:
+      return launch_expert_gemm<32, kProduct, kTma>(args, maps, max_tiles, stream);
+    case 64:
+      return launch_expert_gemm<64, kProduct, kTma>(args, maps, max_tiles, stream);
+    default:
+      return launch_expert_gemm<128, kProduct, kTma>(args, maps, max_tiles, stream);
   }
 }
 
@@ -324,8 +329,7 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
   const int top_k = shape.top_k;
   if (T == 0) return;
 
-  const int64_t chunk_tokens =
-      std::max<int64_t>(1, std::min({T, kMaxChunkRoutes / top_k, kMaxChunkProbs / E}));
+  const int64_t chunk_tokens = std::max<int64_t>(1, std::min({T, kMaxChunkRoutes / top_k, kMaxChunkProbs / E}));
   const int64_t chunk_routes = chunk_tokens * top_k;
   const int rows = rows_per_tile(chunk_routes, E);
   const int64_t max_tiles = max_tiles_for(chunk_routes, rows, E);
@@ -362,8 +366,7 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     args.col_blocks = static_cast<int>((I + moe_detail::kHiddenCols - 1) / moe_detail::kHiddenCols);
     if (tma) {
       launch_kernel("gather_sorted_rows_kernel", gather_sorted_rows_kernel, blocks_for(routes * 32, 256), 256, 0,
-                    stream_, x_chunk.ptr<bf16>(), static_cast<const int32_t*>(s.sorted), routes, top_k, H,
-                    s.gathered);
+                    stream_, x_chunk.ptr<bf16>(), static_cast<const int32_t*>(s.sorted), routes, top_k, H, s.gathered);
       args.a = s.gathered;
       maps.a = bf16_tensor_map(s.gathered, routes, H, rows);
       maps.w = bf16_tensor_map(args.w, E * 2 * I, H, moe_detail::kWeightBoxRows);

@@ -134,8 +134,8 @@ using LongSingleRope = RopeLayout<1, 32, 8, 2, 8, 2>;
 // anything: the previous kernel is a GEMM whose CTAs hold the multiprocessors to its end.)
 template <typename L>
 __global__ void __launch_bounds__(L::kThreads, L::kMinBlocks)
-    qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k_norm, CacheSlots cache, float eps, int nh,
-                        int nkv, int hd, RopeFrequencies freqs) {
+    qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k_norm, CacheSlots cache, float eps, int nh, int nkv,
+                        int hd, RopeFrequencies freqs) {
   constexpr int P = L::P, kLanes = L::kLanes, kPacks = L::kPacks, kSteps = L::kSteps;
   __shared__ float sin_of[kMaxRopeHalf], cos_of[kMaxRopeHalf], q_weight[2 * kMaxRopeHalf], k_weight[2 * kMaxRopeHalf];
   const int seq = blockIdx.z;

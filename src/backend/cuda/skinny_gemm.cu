@@ -29,10 +29,10 @@ namespace jet::cuda {
 namespace {
 
 constexpr int kWarps = 8;  // kTiles * 128 <= 256 threads reduce the partial sums
-constexpr int kTiles = 2;        // mma n-tiles of 8 output columns (weight rows) per CTA
+constexpr int kTiles = 2;  // mma n-tiles of 8 output columns (weight rows) per CTA
 constexpr int kCols = 8 * kTiles;
-constexpr int kChunk = 32;       // k elements per warp step: 4 lanes x 8
-constexpr int kInFlight = 4;     // chunks loaded per warp before their mmas
+constexpr int kChunk = 32;    // k elements per warp step: 4 lanes x 8
+constexpr int kInFlight = 4;  // chunks loaded per warp before their mmas
 
 // acc[16x8] += a[16x16] * b[16x8] with a's rows 8..15 zero: a0 / a2 are row g's k = 2c, 2c+1 and
 // 2c+8, 2c+9 (the PTX fragment layouts).
@@ -161,8 +161,8 @@ void launch(Params p, const SkinnyGemmScratch& scratch, cudaStream_t stream) {
   // (under 4 waves), into splits of at least one chunk per warp.
   const int64_t slots = int64_t{multiprocessor_count()} * resident_ctas_per_sm<Out>();
   const int64_t partial_bytes = int64_t{p.M} * p.N * sizeof(float);
-  const int64_t max_splits = std::min<int64_t>({chunks / kWarps, int64_t(scratch.partial_bytes) / partial_bytes,
-                                                tiles <= scratch.num_counters ? 8 : 1});
+  const int64_t max_splits = std::min<int64_t>(
+      {chunks / kWarps, int64_t(scratch.partial_bytes) / partial_bytes, tiles <= scratch.num_counters ? 8 : 1});
   p.splits = tiles >= 4 * slots ? 1 : splits_for_wave_fill(tiles, slots, std::max<int64_t>(max_splits, 1));
   p.chunks_per_split = (chunks + p.splits - 1) / p.splits;
   p.partial = scratch.partial;
@@ -178,8 +178,7 @@ bool skinny_gemm_fits(const Tensor& x, const Tensor& w) {
   return M >= 1 && M <= kSkinnyGemmMaxRows && K <= INT32_MAX && N <= INT32_MAX && packs_of_8(K, {x.data, w.data});
 }
 
-void skinny_gemm(const Tensor& x, const Tensor& w, Tensor& out, const SkinnyGemmScratch& scratch,
-                 cudaStream_t stream) {
+void skinny_gemm(const Tensor& x, const Tensor& w, Tensor& out, const SkinnyGemmScratch& scratch, cudaStream_t stream) {
   Params p{};
   p.x = x.ptr<bf16>();
   p.w = w.ptr<bf16>();

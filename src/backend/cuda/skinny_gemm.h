@@ -25,7 +25,6 @@ struct SkinnyGemmScratch {
 };
 
 // Enqueues out[M, N] = x · wᵀ (fp32 accumulation; out bf16 or f32) on `stream`.
-void skinny_gemm(const Tensor& x, const Tensor& w, Tensor& out, const SkinnyGemmScratch& scratch,
-                 cudaStream_t stream);
+void skinny_gemm(const Tensor& x, const Tensor& w, Tensor& out, const SkinnyGemmScratch& scratch, cudaStream_t stream);
 
 }  // namespace jet::cuda

@@ -25,7 +25,9 @@ __device__ __forceinline__ void mbarrier_init(uint64_t* bar, unsigned arrivals) 
 }
 
 // Makes the initialised barriers visible to the copy engine before any load names them.
-__device__ __forceinline__ void mbarrier_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ void mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
 
 __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(bar)) : "memory");
