@@ -3,23 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <numeric>
 #include <set>
 
 #include "core/error.h"
 #include "engine/block_manager.h"
+#include "scheduler_test_util.h"
 
 using namespace jet;
-
-namespace {
-
-std::vector<int32_t> tokens(int n, int32_t first = 100) {
-  std::vector<int32_t> t(n);
-  std::iota(t.begin(), t.end(), first);
-  return t;
-}
-
-}  // namespace
+using namespace jet::test;
 
 TEST(BlockManager, AllocatesDistinctPagesUntilThePoolIsEmpty) {
   BlockManager pool(5, 4);
@@ -44,7 +35,7 @@ TEST(BlockManager, RejectsAnEmptyPool) { EXPECT_THROW(BlockManager(0, 4), Error)
 
 TEST(BlockManager, SharesPublishedFullPagesOfAPrompt) {
   BlockManager pool(8, 4);
-  const std::vector<int32_t> prompt = tokens(10);  // two full pages and a partial one
+  const std::vector<int32_t> prompt = iota_tokens(10, 100);  // two full pages and a partial one
   std::vector<int32_t> first;
   ASSERT_TRUE(pool.allocate(3, first));
   pool.publish_prefix(prompt, 10, first);
@@ -61,7 +52,7 @@ TEST(BlockManager, SharesPublishedFullPagesOfAPrompt) {
 
 TEST(BlockManager, PrefixesChainSoOnlyLeadingPagesMatch) {
   BlockManager pool(8, 4);
-  std::vector<int32_t> prompt = tokens(8), pages;
+  std::vector<int32_t> prompt = iota_tokens(8, 100), pages;
   ASSERT_TRUE(pool.allocate(2, pages));
   pool.publish_prefix(prompt, 8, pages);
   // The second page alone, after a different first page, is another prefix.
@@ -76,7 +67,7 @@ TEST(BlockManager, PrefixesChainSoOnlyLeadingPagesMatch) {
 
 TEST(BlockManager, CachedPrefixesEndOnTheBoundary) {
   BlockManager pool(8, 4);
-  const std::vector<int32_t> prompt = tokens(12);
+  const std::vector<int32_t> prompt = iota_tokens(12, 100);
   std::vector<int32_t> pages;
   ASSERT_TRUE(pool.allocate(3, pages));
   pool.publish_prefix(prompt, 12, pages);
@@ -90,7 +81,7 @@ TEST(BlockManager, CachedPrefixesEndOnTheBoundary) {
 
 TEST(BlockManager, ReusingAFreedPageForgetsItsPrefix) {
   BlockManager pool(2, 4);
-  const std::vector<int32_t> prompt = tokens(4);
+  const std::vector<int32_t> prompt = iota_tokens(4, 100);
   std::vector<int32_t> pages;
   ASSERT_TRUE(pool.allocate(1, pages));
   pool.publish_prefix(prompt, 4, pages);
@@ -106,7 +97,7 @@ TEST(BlockManager, ReusingAFreedPageForgetsItsPrefix) {
 
 TEST(BlockManager, ForgetPrefixesDropsEveryPublishedPage) {
   BlockManager pool(4, 4);
-  const std::vector<int32_t> prompt = tokens(8);
+  const std::vector<int32_t> prompt = iota_tokens(8, 100);
   std::vector<int32_t> pages;
   ASSERT_TRUE(pool.allocate(2, pages));
   pool.publish_prefix(prompt, 8, pages);

@@ -3,35 +3,16 @@
 // preemption under KV pressure (BlockManager and Scheduler, no model).
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <vector>
 
 #include "engine/block_manager.h"
 #include "engine/scheduler.h"
+#include "scheduler_test_util.h"
 
 using namespace jet;
+using namespace jet::test;
 
 namespace {
-
-std::vector<int32_t> iota_tokens(int n, int32_t first = 1) {
-  std::vector<int32_t> t(n);
-  std::iota(t.begin(), t.end(), first);
-  return t;
-}
-
-Sequence sequence_of(int prompt_len) {
-  Sequence s;
-  s.prompt = iota_tokens(prompt_len);
-  return s;
-}
-
-SchedulerLimits limits(int block_length, int max_num_seqs = 4, bool prefix_caching = false) {
-  SchedulerLimits l;
-  l.max_num_seqs = max_num_seqs;
-  l.block_length = block_length;
-  l.prefix_caching = prefix_caching;
-  return l;
-}
 
 // What the engine does once a block is committed and the sequence goes on: the next block.
 void next_block(Sequence& seq, int block_length) { seq.block_start += block_length; }
