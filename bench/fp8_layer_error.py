@@ -32,7 +32,7 @@ import config_np  # noqa: E402
 import fp8_np  # noqa: E402
 import make_tiny_model  # noqa: E402
 import safetensors_np  # noqa: E402
-from model_np import ReferenceModel, segment_ids  # noqa: E402
+from model_np import ReferenceModel, is_projection, segment_ids  # noqa: E402
 
 SHAPES = {  # make_tiny_model arguments of each model's layers (reference/models.md)
     "sdar-4b": ["--arch", "sdar", "--hidden", "2560", "--heads", "32", "--kv-heads", "8", "--head-dim", "128",
@@ -60,10 +60,6 @@ def tokenize(model_dir, text):
     done = subprocess.run([str(cli), "tokenize", "--model", str(model_dir)], input=text, capture_output=True, text=True,
                           check=True)
     return json.loads(done.stdout)
-
-
-def is_projection(name):
-    return name.endswith(("_proj.weight", "attn_out.weight")) or (".blocks." in name and name.endswith("ff_out.weight"))
 
 
 def block_checkpoint(tensors):

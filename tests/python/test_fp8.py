@@ -28,22 +28,12 @@ sys.path.insert(0, str(REPO / "tools"))
 import fp8_np  # noqa: E402
 import safetensors_io  # noqa: E402
 from generate_np import generate as reference_generate  # noqa: E402
-from model_np import ReferenceModel, block_logits  # noqa: E402
+from model_np import ReferenceModel, block_logits, is_projection  # noqa: E402
 
 ARCHS = ["sdar", "sdar_moe", "llada"]
 EXACT = 1e-5       # fp32 rounding of the same computation
 FLIPPED = 0.5      # a flipped request stays within this (a flip may change an expert choice)
 MOST = 0.4         # share of requests that must be EXACT (a third are flipped at these sizes)
-
-# Projections by checkpoint name: the names every family's linear layers end with (the routers,
-# mlp.gate, and the LLaDA head, model.transformer.ff_out, are not projections).
-PROJECTION_SUFFIXES = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight", "attn_out.weight",
-                       "gate_proj.weight", "up_proj.weight", "down_proj.weight", "ff_proj.weight")
-
-
-def is_projection(name):
-    return name.endswith(PROJECTION_SUFFIXES) or (".blocks." in name and name.endswith("ff_out.weight"))
-
 
 def write_fp8_checkpoint(src, out, layout):
     """Copies the float model folder `src` to `out` with its projections in FP8: layout "block"

@@ -69,21 +69,6 @@ def fake_quantize(x, group=None):
     return out
 
 
-def fake_quantize_weight(w, block=None):
-    """A weight [N, K] read back after quantization per output row (block None) or per
-    block x block tile."""
-    if block is None:
-        return fake_quantize(w)
-    w = np.asarray(w, dtype=np.float32)
-    out = np.empty(w.shape, dtype=np.float64)
-    for r in range(0, w.shape[0], block):
-        for c in range(0, w.shape[1], block):
-            tile = w[r:r + block, c:c + block]
-            scale = _scale(np.abs(tile).max())
-            out[r:r + block, c:c + block] = round_to_e4m3(tile / scale) * scale
-    return out
-
-
 def quantize_weight_codes(w, block=None):
     """The codes (uint8) and scales of fake_quantize_weight, for writing FP8 checkpoints:
     scales [N] per row, or [ceil(N/block), ceil(K/block)] per tile."""
@@ -101,6 +86,13 @@ def quantize_weight_codes(w, block=None):
                 scales[i, j] = _scale(np.abs(tile).max())
                 values[r:r + block, c:c + block] = round_to_e4m3(tile / scales[i, j])
     return encode_values(values), scales
+
+
+def fake_quantize_weight(w, block=None):
+    """A weight [N, K] read back after quantization per output row (block None) or per
+    block x block tile."""
+    codes, scales = quantize_weight_codes(w, block)
+    return dequantize(decode(codes), scales, block)
 
 
 def encode_values(values):

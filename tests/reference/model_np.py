@@ -170,6 +170,17 @@ _NAMES = {
                   gate="ff_proj.weight", up="up_proj.weight", down="ff_out.weight"),
 }
 _NAMES["sdar_moe"] = _NAMES["sdar"]
+_PROJECTIONS = ("q", "k", "v", "o", "gate", "up", "down")
+_EXPERT_PARTS = ("gate_proj.weight", "up_proj.weight", "down_proj.weight")
+
+
+def is_projection(name):
+    """Whether a checkpoint tensor of any family is a linear layer's weight (what FP8 quantizes):
+    a layer's q / k / v / o, gate / up / down or an expert's; never a router, a norm, the
+    embedding or the head (LLaDA's ff_out is the down projection inside a block only)."""
+    in_layer = any(names["layer"].split("{}")[0] in name for names in _NAMES.values())
+    suffixes = tuple(names[key] for names in _NAMES.values() for key in _PROJECTIONS) + _EXPERT_PARTS
+    return in_layer and name.endswith(suffixes)
 
 
 class ReferenceModel:
