@@ -54,32 +54,15 @@ def tokens_per_forward(outputs):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default=str(quality.REPO / "models" / "sdar-tiny-arith"))
-    p.add_argument("--n", type=int, default=1000, help="problems")
-    p.add_argument("--seed", type=int, default=1, help="seed of the problems")
-    p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = all cores)")
-    p.add_argument("--block-length", type=int, help="one decode setting instead of the family's")
-    p.add_argument("--steps", type=int, help="denoising steps per block (default: the block length)")
-    p.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES), help="comma-separated strategies")
-    p.add_argument("--json", type=Path, help="write the raw numbers here")
-    args = p.parse_args(argv)
-    if args.n <= 0:
-        p.error("--n must be positive")
-    if args.steps is not None and args.block_length is None:
-        p.error("--steps needs --block-length")
-    args.strategies = tuple(args.strategies.split(","))
-    unknown = [s for s in args.strategies if s not in quality.STRATEGIES]
-    if unknown:
-        p.error(f"--strategies: unknown {', '.join(unknown)}; known: {', '.join(quality.STRATEGIES)}")
-    return args
+    quality.add_decode_arguments(p, seed=1)
+    return quality.check_decode_arguments(p, p.parse_args(argv), DEFAULT_STRATEGIES)
 
 
 def main(argv=None):
     args = parse_args(argv)
     from jetengine import LLM
     decodes = (quality.decodes_of(args.model) if args.block_length is None
-               else ((args.block_length, args.steps or args.block_length),))
+               else ((args.block_length, args.steps),))
     problems = quality.labeled_problems(args.n, args.seed)
     result = {"model": args.model, "n": args.n, "seed": args.seed, "rows": []}
     for block_length, steps in decodes:

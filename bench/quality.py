@@ -130,20 +130,23 @@ def markdown_table(rows):
     return "\n".join(lines)
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_decode_arguments(p, seed):
+    """The arguments of the decoding benchmarks (this one and fp8_quality.py): the model, the
+    problems, the device, one decode setting, the strategies, the JSON output."""
     p.add_argument("--model", default=str(REPO / "models" / "sdar-tiny-arith"))
     p.add_argument("--n", type=int, default=1000, help="problems per row")
-    p.add_argument("--seed", type=int, default=0, help="seed of the problems")
+    p.add_argument("--seed", type=int, default=seed, help="seed of the problems")
     p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0 = all cores)")
     p.add_argument("--block-length", type=int, help="one decode setting instead of the family's DECODES")
     p.add_argument("--steps", type=int, help="denoising steps per block (default: the block length)")
-    p.add_argument("--no-sweep", action="store_true", help="only each strategy at its default")
-    p.add_argument("--strategies", help="comma-separated strategies to score (default: all of STRATEGIES)")
+    p.add_argument("--strategies", help="comma-separated strategies to score (default: the benchmark's own)")
     p.add_argument("--json", type=Path, help="write the raw numbers here")
-    p.add_argument("--markdown", action="store_true", help="print README-ready tables")
-    args = p.parse_args(argv)
+
+
+def check_decode_arguments(p, args, default_strategies):
+    """Checks add_decode_arguments' values (p.error on a bad one); fills in --steps and turns
+    --strategies into a tuple (default_strategies when not given)."""
     if args.n <= 0:
         p.error("--n must be positive")
     if args.block_length is None:
@@ -154,13 +157,21 @@ def parse_args(argv):
             args.steps = args.block_length
         if not 1 <= args.steps <= args.block_length:
             p.error("--block-length must be positive and --steps in 1..--block-length")
-    args.strategies = STRATEGIES if args.strategies is None else tuple(args.strategies.split(","))
+    args.strategies = default_strategies if args.strategies is None else tuple(args.strategies.split(","))
     unknown = [s for s in args.strategies if s not in STRATEGIES]
     if unknown or not args.strategies:
         p.error(f"--strategies: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(STRATEGIES)}")
     if not any(Path(args.model).glob("*.safetensors")):
         p.error(f"{args.model} holds no weights (*.safetensors)")
     return args
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_decode_arguments(p, seed=0)
+    p.add_argument("--no-sweep", action="store_true", help="only each strategy at its default")
+    p.add_argument("--markdown", action="store_true", help="print README-ready tables")
+    return check_decode_arguments(p, p.parse_args(argv), STRATEGIES)
 
 
 def main(argv=None):
