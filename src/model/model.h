@@ -42,7 +42,6 @@ struct WeightSlot {
   void* data = nullptr;  // first element of this tensor's part
   int64_t numel = 0;
   float* scale = nullptr;  // FP8 only: the part's first scale
-  int64_t rows = 0, cols = 0;
   Fp8Scaling scaling = Fp8Scaling::PerChannel;
 };
 

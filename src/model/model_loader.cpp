@@ -19,7 +19,8 @@ namespace jet {
 
 namespace {
 
-// Converts one source tensor to `dtype` and copies it to backend memory at `dst`.
+// Converts one source tensor to the compute dtype, or quantizes it to FP8, and copies it to
+// backend memory.
 class TensorWriter {
  public:
   explicit TensorWriter(Backend& backend) : backend_(backend) {}
@@ -42,10 +43,25 @@ class TensorWriter {
     backend_.upload(dst, src, n * dtype_size(dtype));
   }
 
+  // A float tensor [rows, cols] quantized on the host (quantize_e4m3_matrix): its codes go to
+  // `codes`, its fp8_scale_count scales to `scales`.
+  void write_quantized(const TensorInfo& t, Fp8Scaling scaling, void* codes, void* scales) {
+    const size_t n = static_cast<size_t>(t.numel());
+    staging_f32_.resize(n);
+    staging_codes_.resize(n);
+    staging_scales_.resize(fp8_scale_count(scaling, t.shape[0], t.shape[1]));
+    convert_to_f32(t.dtype, t.data, staging_f32_.data(), n);
+    quantize_e4m3_matrix(staging_f32_.data(), t.shape[0], t.shape[1], scaling, staging_codes_.data(),
+                         staging_scales_.data());
+    backend_.upload(codes, staging_codes_.data(), n);
+    backend_.upload(scales, staging_scales_.data(), staging_scales_.size() * sizeof(float));
+  }
+
  private:
   Backend& backend_;
-  std::vector<float> staging_f32_;
+  std::vector<float> staging_f32_, staging_scales_;
   std::vector<uint16_t> staging_16_;
+  std::vector<uint8_t> staging_codes_;
 };
 
 // Allocates the model's tensors and fills them from a source, recording each name's slot.
@@ -109,31 +125,20 @@ class WeightBuilder {
       const TensorInfo& t = *source_.find(name);
       const int64_t part_rows = t.shape[0];
       const int64_t count = fp8_scale_count(w.scaling, part_rows, cols);
-      host_scales_.resize(count);
       if (from_checkpoint) {
+        host_scales_.resize(count);
         backend_.upload(codes, t.data, t.nbytes);
         read_fp8_scale(find_fp8_scale(source_, name, part_rows, cols, problem), part_rows, cols, host_scales_.data());
+        backend_.upload(scales, host_scales_.data(), count * sizeof(float));
       } else {
-        quantize_to_backend(t, w.scaling, codes);
+        writer_.write_quantized(t, w.scaling, codes, scales);
       }
-      backend_.upload(scales, host_scales_.data(), count * sizeof(float));
-      slots_[name] = WeightSlot{codes, t.numel(), scales, part_rows, cols, w.scaling};
+      slots_[name] = WeightSlot{codes, t.numel(), scales, w.scaling};
       codes += t.numel();
       scales += count;
     }
     JET_ASSERT(codes == w.weight.ptr<uint8_t>() + w.weight.nbytes(), "stacked FP8 tensors do not fill their weight");
     return w;
-  }
-
-  // Quantizes a float tensor [rows, cols] on the host and uploads its codes to `codes`; its
-  // scales are left in host_scales_.
-  void quantize_to_backend(const TensorInfo& t, Fp8Scaling scaling, void* codes) {
-    staging_.resize(static_cast<size_t>(t.numel()));
-    host_codes_.resize(staging_.size());
-    convert_to_f32(t.dtype, t.data, staging_.data(), staging_.size());
-    host_scales_.resize(fp8_scale_count(scaling, t.shape[0], t.shape[1]));
-    quantize_e4m3_matrix(staging_.data(), t.shape[0], t.shape[1], scaling, host_codes_.data(), host_scales_.data());
-    backend_.upload(codes, host_codes_.data(), host_codes_.size());
   }
 
  private:
@@ -142,8 +147,7 @@ class WeightBuilder {
   ModelWeights& weights_;
   std::map<std::string, WeightSlot>& slots_;
   TensorWriter writer_;
-  std::vector<float> staging_, host_scales_;
-  std::vector<uint8_t> host_codes_;
+  std::vector<float> host_scales_;
 };
 
 LayerWeights build_layer(const ModelConfig& c, int64_t layer, bool quantize, WeightBuilder& b) {
@@ -240,22 +244,13 @@ void Model::update(const TensorSource& source) {
               ": tensor '", name, "' has dtype ", dtype_name(t.dtype), ", expected BF16, F16 or F32");
   }
   TensorWriter writer(backend_);
-  std::vector<float> staging, scales;
-  std::vector<uint8_t> codes;
   for (const auto& [tensor, slot_name] : writes) {
     const WeightSlot& slot = slots_.at(slot_name);
-    if (!slot.scale) {
+    if (slot.scale) {  // an FP8 projection takes new weights as floats and quantizes them as its load did
+      writer.write_quantized(*tensor, slot.scaling, slot.data, slot.scale);
+    } else {
       writer.write(*tensor, slot.data);
-      continue;
     }
-    // An FP8 projection takes new weights as floats and quantizes them as its load did.
-    staging.resize(static_cast<size_t>(slot.numel));
-    codes.resize(staging.size());
-    scales.resize(fp8_scale_count(slot.scaling, slot.rows, slot.cols));
-    convert_to_f32(tensor->dtype, tensor->data, staging.data(), staging.size());
-    quantize_e4m3_matrix(staging.data(), slot.rows, slot.cols, slot.scaling, codes.data(), scales.data());
-    backend_.upload(slot.data, codes.data(), codes.size());
-    backend_.upload(slot.scale, scales.data(), scales.size() * sizeof(float));
   }
 }
 
