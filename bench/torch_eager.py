@@ -2,7 +2,7 @@
 """The plain PyTorch eager baseline of Mode 1 (DESIGN.md §4): the decode a user would write
 without the engine, timed on the same workload as `jetengine bench`.
 
-    python3 bench/torch_eager.py [--batches 1,32,128] [--prompt-len 64] [--max-tokens 128]
+    python3 bench/torch_eager.py [--batches 1,32,128] [--prompt-len 64] [--max-tokens 128] [--fp8]
 
 Model: SDAR-4B's shapes (36 layers, hidden 2560, 32 q / 8 kv heads of 128, MLP 9728, vocabulary
 151,936), random bf16 weights made on the GPU (tests/reference/torch_sdar.py's init_weights):
@@ -13,6 +13,11 @@ B = 4, S = 4, low_confidence_static, one save forward per block), every sequence
 max_tokens (no stop ids). Prompts: random ids in [3, vocab / 2), as `jetengine bench` draws them.
 Each batch size runs once untimed with 8 tokens (cuBLAS plans, allocator), then once timed
 between torch.cuda.synchronize() calls. Reports completion tokens per second. Needs a CUDA GPU.
+
+--fp8: the FP8 peer of `--quantization fp8`, W8A8 e4m3 as docs/fp8.md has it, written as a user
+would in plain PyTorch: each layer projection's weight quantized once per output channel, its
+input per token on every call, the product by torch._scaled_mm with row-wise scales (cuBLASLt's
+FP8 GEMM), bf16 out; the LM head, norms and attention stay bf16 as in the engine.
 """
 
 import argparse
@@ -36,11 +41,46 @@ BLOCK, STEPS = 4, 4
 WARMUP_TOKENS = 8
 
 
-def random_model():
+def e4m3_scales(x):
+    """docs/fp8.md's scale per row of x: amax / 448, or 1 for an all-zero row (fp32, [rows, 1])."""
+    amax = x.abs().amax(dim=-1, keepdim=True).float()
+    return torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
+
+
+class Fp8Linear(torch.nn.Module):
+    """A bias-free nn.Linear as e4m3 codes with a scale per output channel; its input is quantized
+    per token with dynamic scales on each call."""
+
+    def __init__(self, linear):
+        super().__init__()
+        w = linear.weight.detach().float()
+        scale = e4m3_scales(w)
+        self.codes = (w / scale).to(torch.float8_e4m3fn)
+        self.scale = scale.t().contiguous()  # [1, N]
+
+    def forward(self, x):
+        rows = x.reshape(-1, x.shape[-1])
+        scale = e4m3_scales(rows)
+        codes = (rows.float() / scale).to(torch.float8_e4m3fn)
+        out = torch._scaled_mm(codes, self.codes.t(), scale_a=scale, scale_b=self.scale, out_dtype=torch.bfloat16)
+        return out.reshape(*x.shape[:-1], -1)
+
+
+def to_fp8(model):
+    """Replaces every layer projection (not the LM head) with its Fp8Linear."""
+    for layer in list(model.modules()):
+        for name, child in list(layer.named_children()):
+            if isinstance(child, torch.nn.Linear) and child is not model.lm_head:
+                setattr(layer, name, Fp8Linear(child))
+    return model
+
+
+def random_model(fp8):
     with torch.device("cuda"):
         model = torch_sdar.SdarModel(SDAR_4B)
     model.init_weights()
-    return model.to(torch.bfloat16).eval()
+    model = model.to(torch.bfloat16).eval()
+    return to_fp8(model) if fp8 else model
 
 
 def decode(model, prompts, max_tokens):
@@ -57,14 +97,15 @@ def main():
     parser.add_argument("--batches", default="1,32,128")
     parser.add_argument("--prompt-len", type=int, default=64)
     parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--fp8", action="store_true", help="W8A8 e4m3 projections through torch._scaled_mm")
     args = parser.parse_args()
     batches = [int(b) for b in args.batches.split(",")]
 
-    model = random_model()
+    model = random_model(args.fp8)
     generator = torch.Generator().manual_seed(0)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}: SDAR-4B shapes, random bf16 weights, "
           f"prompt {args.prompt_len}, max_tokens {args.max_tokens}, B {BLOCK}, S {STEPS}, greedy, "
-          f"low_confidence_static, eager")
+          f"low_confidence_static, eager, {'FP8 projections (torch._scaled_mm)' if args.fp8 else 'bf16'}")
     print(f"{'batch':>6} {'tokens':>10} {'seconds':>10} {'tok/s':>12}")
     for batch in batches:
         prompts = torch.randint(3, SDAR_4B["vocab_size"] // 2, (batch, args.prompt_len), generator=generator).tolist()

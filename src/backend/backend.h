@@ -158,8 +158,10 @@ class Backend {
   virtual void matmul(const Tensor& x, const Tensor& w, Tensor& out) = 0;
   // The same for an FP8 weight (Linear::fp8): x is quantized to e4m3 with dynamic scales (one
   // per row, or per row and 128 columns under Block128; fp8.h's rule), the products of codes
-  // are summed in fp32 and scaled back (docs/fp8.md). Backends without FP8 GEMMs refuse it.
+  // are summed in fp32 and scaled back (docs/fp8.md). Backends without FP8 GEMMs refuse it;
+  // supports_fp8_experts says whether moe takes FP8 experts too.
   virtual bool supports_fp8() const { return false; }
+  virtual bool supports_fp8_experts() const { return false; }
   virtual void matmul_fp8(const Tensor& x, const Linear& w, Tensor& out);
   // out = x / rms(x) * w, statistics in fp32
   virtual void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;

@@ -29,6 +29,7 @@ class ProfilingBackend final : public Backend {
     timed("matmul", [&] { inner_->matmul(x, w, out); });
   }
   bool supports_fp8() const override { return inner_->supports_fp8(); }
+  bool supports_fp8_experts() const override { return inner_->supports_fp8_experts(); }
   void matmul_fp8(const Tensor& x, const Linear& w, Tensor& out) override {
     timed("matmul_fp8", [&] { inner_->matmul_fp8(x, w, out); });
   }

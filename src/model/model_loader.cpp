@@ -194,6 +194,12 @@ void Model::load(const TensorSource& source) {
   JET_CHECK(!(quantize_fp8_ || fp8_source) || backend_.supports_fp8(), source.description(), ": ",
             fp8_source ? "an FP8 checkpoint" : "quantization fp8", " needs FP8 GEMMs, which the ", backend_.name(),
             " backend does not have yet (the cpu backend does)");
+  bool has_experts = false;
+  for (int64_t l = 0; l < config_.layers; ++l) has_experts = has_experts || config_.is_moe_layer(l);
+  JET_CHECK(!(quantize_fp8_ || fp8_source) || !has_experts || backend_.supports_fp8_experts(), source.description(),
+            ": ", fp8_source ? "an FP8 checkpoint" : "quantization fp8",
+            " of a mixture-of-experts model needs FP8 expert ", "GEMMs, which the ", backend_.name(),
+            " backend does not have yet (the cpu backend does)");
   release();  // free the old weights first: a model rarely fits twice
   ModelWeights w;
   std::map<std::string, WeightSlot> slots;

@@ -13,6 +13,9 @@
 * The same random-model decode on the GPU with CUDA graphs (the default) and with --enforce-eager:
   every output field must be identical (a replayed graph runs the very kernels of the eager
   forward), so a graph replaying stale addresses or shapes fails here.
+* The trained model again with --quantization fp8 on both backends (the CPU emulates the CUDA
+  backend's FP8 GEMMs, docs/fp8.md), batched and one sequence at a time (the few-rows kernel's
+  e4m3 path); same bar.
 * The trained LLaDA models/llada-tiny-arith, when its model.safetensors is there: the same 64
   prompts at each of bench/quality.py's LLaDA decode settings (pure diffusion B = 64 and
   semi-autoregressive B = 8, S = B), with low_confidence_static and low_confidence_dynamic (at its
@@ -114,17 +117,20 @@ def main():
     if not (TRAINED / "model.safetensors").exists():
         print(f"SKIP engine_parity trained model: {TRAINED / 'model.safetensors'} is absent")
         return 0 if graphs_ok and llada_ok else 1
-    ok, cpu = trained_parity(cli, TRAINED, problems, "trained model", [])
-
-    # One sequence at a time the GPU's products have 4 or 8 rows: the few-rows matmul kernel
-    # (skinny_gemm.cu) instead of cuBLASLt, against the same CPU outputs.
-    single = generate(cli, TRAINED, [q for q, _ in problems[:SINGLE_PROMPTS]], "cuda", ["--chat", "--max-num-seqs", "1"])
-    same, total, identical = agreement(cpu[:SINGLE_PROMPTS], single)
-    single_ok = total > 0 and same / total >= BAR
-    print(f"{'PASS' if single_ok else 'FAIL'} engine_parity trained model, batch 1 on the GPU (bar {BAR:.0%}): "
-          f"{same}/{total} completion tokens equal ({100 * same / max(total, 1):.2f}%), "
-          f"{identical}/{SINGLE_PROMPTS} prompts identical")
-    return 0 if ok and graphs_ok and single_ok and llada_ok else 1
+    results = [graphs_ok, llada_ok]
+    for label, flags in (("trained model", []), ("trained model, --quantization fp8", ["--quantization", "fp8"])):
+        ok, cpu = trained_parity(cli, TRAINED, problems, label, flags)
+        # One sequence at a time the GPU's products have 4 or 8 rows: the few-rows matmul kernel
+        # (skinny_gemm.cu) instead of cuBLASLt, against the same CPU outputs.
+        single = generate(cli, TRAINED, [q for q, _ in problems[:SINGLE_PROMPTS]], "cuda",
+                          ["--chat", "--max-num-seqs", "1", *flags])
+        same, total, identical = agreement(cpu[:SINGLE_PROMPTS], single)
+        single_ok = total > 0 and same / total >= BAR
+        print(f"{'PASS' if single_ok else 'FAIL'} engine_parity {label}, batch 1 on the GPU (bar {BAR:.0%}): "
+              f"{same}/{total} completion tokens equal ({100 * same / max(total, 1):.2f}%), "
+              f"{identical}/{SINGLE_PROMPTS} prompts identical")
+        results += [ok, single_ok]
+    return 0 if all(results) else 1
 
 
 if __name__ == "__main__":

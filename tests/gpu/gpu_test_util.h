@@ -96,6 +96,13 @@ class Twins {
     cuda_->upload(t.cuda.data, values.data(), values.size() * sizeof(int32_t));
     return t;
   }
+  // The same bytes on both backends (e4m3 codes, fp32 scales: types both backends share).
+  Twin raw(DType dtype, std::initializer_list<int64_t> dims, const void* bytes) {
+    Twin t{cpu_->alloc_tensor(owner_, dtype, dims), cuda_->alloc_tensor(owner_, dtype, dims)};
+    cpu_->upload(t.cpu.data, bytes, t.cpu.nbytes());
+    cuda_->upload(t.cuda.data, bytes, t.cuda.nbytes());
+    return t;
+  }
   // NaN everywhere; the CUDA side has `cuda_dtype` (BF16 activations, F32 logits).
   Twin poisoned(std::initializer_list<int64_t> dims, DType cuda_dtype = DType::BF16) {
     Twin t{cpu_->alloc_tensor(owner_, DType::F32, dims), cuda_->alloc_tensor(owner_, cuda_dtype, dims)};

@@ -1,11 +1,12 @@
 // Every CUDA op of the core families against the CPU backend on random odd shapes: matmul (bf16
-// and f32 output, unaligned operands), rmsnorm, add_rmsnorm, qk_norm_rope, swiglu, embedding,
-// gather_block_tokens and moe; plus the argument checks and the device-side guards (bad ids and
-// slots never read out of bounds). Run from anywhere; exits non-zero on any failure.
+// and f32 output, unaligned operands), matmul_fp8 (both weight scalings), rmsnorm, add_rmsnorm, qk_norm_rope, swiglu,
+// embedding, gather_block_tokens and moe; plus the argument checks and the device-side guards (bad ids and slots never
+// read out of bounds). Run from anywhere; exits non-zero on any failure.
 #include <algorithm>
 #include <numeric>
 #include <tuple>
 
+#include "core/fp8.h"
 #include "gpu_test_util.h"
 
 using namespace jet;
@@ -66,6 +67,69 @@ void test_matmul(Report& report, Twins& tw, std::mt19937& rng) {
     expect_error(report, "matmul rejects mismatched K", [&] { tw.cuda().matmul(x.cuda, w.cuda, out.cuda); });
     Twin f32_x = tw.poisoned({3, 6}, DType::F32);
     expect_error(report, "matmul rejects an f32 x", [&] { tw.cuda().matmul(f32_x.cuda, w.cuda, out.cuda); });
+  });
+}
+
+// An FP8 weight [N, K] quantized from random values, the same codes and scales on both backends.
+struct Fp8Twin {
+  Twin codes, scales;
+  Fp8Scaling scaling;
+  Linear cpu() const { return {codes.cpu, scales.cpu, scaling}; }
+  Linear cuda() const { return {codes.cuda, scales.cuda, scaling}; }
+};
+
+Fp8Twin fp8_weight(Twins& tw, std::mt19937& rng, int64_t N, int64_t K, Fp8Scaling scaling) {
+  const std::vector<float> w = random_bf16(rng, size_t(N) * K);
+  std::vector<uint8_t> codes(w.size());
+  std::vector<float> scales(fp8_scale_count(scaling, N, K));
+  quantize_e4m3_matrix(w.data(), N, K, scaling, codes.data(), scales.data());
+  Twin scale_twin = scaling == Fp8Scaling::PerChannel
+                        ? tw.raw(DType::F32, {N}, scales.data())
+                        : tw.raw(DType::F32, {(N + 127) / 128, (K + 127) / 128}, scales.data());
+  return {tw.raw(DType::F8E4M3, {N, K}, codes.data()), scale_twin, scaling};
+}
+
+void test_matmul_fp8(Report& report, Twins& tw, std::mt19937& rng) {
+  // The weight-streaming kernel's shapes (per-channel, up to 8 rows: one row; a partial 16-column
+  // CTA; K in partial 64-wide chunks; K split across CTAs), then cuBLASLt's (9 rows and up, and
+  // 128x128 tiles at every row count): partial tiles in N and K, a layer's shapes at batch 128.
+  // Activations span magnitudes (x scaled per row), so the per-row scales differ.
+  struct Case {
+    int M, N, K;
+  };
+  for (Fp8Scaling scaling : {Fp8Scaling::PerChannel, Fp8Scaling::Block128}) {
+    const bool tiles = scaling == Fp8Scaling::Block128;
+    for (Case c : {Case{1, 16, 16}, Case{1, 256, 512}, Case{4, 2568, 2560}, Case{8, 24, 272}, Case{3, 152, 9728},
+                   Case{9, 40, 48}, Case{16, 384, 768}, Case{33, 264, 144}, Case{130, 200, 304}, Case{130, 96, 2560},
+                   Case{512, 6144, 2560}}) {
+      const std::string name = shape_name("matmul_fp8", {c.M, c.N, c.K}) + (tiles ? " 128x128 tiles" : " per-channel");
+      report.run(name, [&] {
+        std::vector<float> x_values = random_bf16(rng, size_t(c.M) * c.K);
+        for (int m = 0; m < c.M; ++m) {
+          const float row_scale = std::ldexp(1.0f, m % 7 - 3);
+          for (int k = 0; k < c.K; ++k) x_values[size_t(m) * c.K + k] *= row_scale;  // exact: a power of two
+        }
+        Twin x = tw.floats({c.M, c.K}, x_values);
+        const Fp8Twin w = fp8_weight(tw, rng, c.N, c.K, scaling);
+        Twin out = tw.poisoned({c.M, c.N});
+        tw.cpu().matmul_fp8(x.cpu, w.cpu(), out.cpu);
+        tw.cuda().matmul_fp8(x.cuda, w.cuda(), out.cuda);
+        expect_close(report, name, tw.cuda_values(out.cuda), tw.cpu_values(out.cpu), kRtol);
+      });
+    }
+  }
+  report.run("matmul_fp8 argument checks", [&] {
+    Twin x = tw.poisoned({3, 40}), out = tw.poisoned({3, 8});
+    const Fp8Twin w = fp8_weight(tw, rng, 8, 40, Fp8Scaling::PerChannel);
+    expect_error(report, "matmul_fp8 rejects K = 40 (not a multiple of 16)",
+                 [&] { tw.cuda().matmul_fp8(x.cuda, w.cuda(), out.cuda); });
+    Twin x48 = tw.poisoned({3, 48});
+    const Fp8Twin w48 = fp8_weight(tw, rng, 8, 48, Fp8Scaling::PerChannel);
+    Linear short_scales = w48.cuda();
+    short_scales.scale = short_scales.scale.rows(0, 7);
+    expect_error(report, "matmul_fp8 rejects 7 scales for 8 weight rows",
+                 [&] { tw.cuda().matmul_fp8(x48.cuda, short_scales, out.cuda); });
+    expect_error(report, "matmul rejects an FP8 weight", [&] { tw.cuda().matmul(x48.cuda, w48.codes.cuda, out.cuda); });
   });
 }
 
@@ -286,6 +350,7 @@ int main() {
     Twins tw;
     std::mt19937 rng(1234);
     test_matmul(report, tw, rng);
+    test_matmul_fp8(report, tw, rng);
     test_norms(report, tw, rng);
     test_qk_norm_rope(report, tw, rng);
     test_swiglu_embedding(report, tw, rng);

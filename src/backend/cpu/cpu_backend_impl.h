@@ -27,6 +27,7 @@ class CpuBackend final : public Backend {
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;
   bool supports_fp8() const override { return true; }
+  bool supports_fp8_experts() const override { return true; }
   void matmul_fp8(const Tensor& x, const Linear& w, Tensor& out) override;
   void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) override;

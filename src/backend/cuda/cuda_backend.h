@@ -1,6 +1,6 @@
-// The CUDA backend: bf16 weights, activations and KV cache, fp32 accumulation and statistics,
-// fp32 logits; the decode state lives on the device. Each op family has its own .cu file; this
-// header is the class they all implement. Only src/backend/cuda includes CUDA headers.
+// The CUDA backend: bf16 weights (or e4m3 projections), activations and KV cache, fp32
+// accumulation and statistics, fp32 logits; the decode state lives on the device. Each op family has its own .cu file;
+// this header is the class they all implement. Only src/backend/cuda includes CUDA headers.
 #pragma once
 
 #include <cublasLt.h>
@@ -36,8 +36,10 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   size_t default_kv_budget_bytes(double memory_utilization) const override;
 
-  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;     // elementwise.cu
-  void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;              // gemm.cu
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;  // elementwise.cu
+  void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;           // gemm.cu
+  bool supports_fp8() const override { return true; }
+  void matmul_fp8(const Tensor& x, const Linear& w, Tensor& out) override;          // fp8_gemm.cu
   void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;  // norm_rope.cu
   void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const ForwardBatch& batch,
@@ -67,6 +69,7 @@ class CudaBackend final : public Backend {
   int* split_counters_ = nullptr;  // zero between kernels (skinny_gemm.h)
   int64_t num_split_counters_ = 0;
   Buffer moe_scratch_;  // moe.cu: routing, sorted routes, expert tiles and activations of one chunk
+  Buffer fp8_scratch_;  // fp8_gemm.cu: x's e4m3 codes and scales
   std::unique_ptr<GemmPlans> gemm_plans_;
   // Bumped by every alloc() and every free of a Buffer it made (shared: a Buffer may outlive us).
   std::shared_ptr<std::atomic<uint64_t>> memory_epoch_ = std::make_shared<std::atomic<uint64_t>>(0);

@@ -1,7 +1,7 @@
 // The matmul op: out[M, N] = x[M, K] · w[N, K]ᵀ, bf16 operands, fp32 accumulation, bf16 or fp32
 // output (the LM head writes fp32 logits). Up to 8 rows it runs our weight-streaming kernel
 // (skinny_gemm.h), else cuBLASLt through the plan cache (gemm_plans.h) that makes each shape's
-// descriptors and algorithm once.
+// descriptors and algorithm once; the plans serve matmul_fp8's e4m3 products too (fp8_gemm.cu).
 #include <cstdint>
 
 #include "backend/cuda/gemm_plans.h"
@@ -22,7 +22,12 @@ void set_preference(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAtt
   JET_CUDA_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
 }
 
-const char* type_name(cudaDataType_t t) { return t == CUDA_R_32F ? "F32" : "BF16"; }
+const char* type_name(cudaDataType_t t) { return t == CUDA_R_32F ? "F32" : t == CUDA_R_8F_E4M3 ? "F8E4M3" : "BF16"; }
+
+template <typename T>
+void set_attribute(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attr, const T& value) {
+  JET_CUDA_CHECK(cublasLtMatmulDescSetAttribute(op, attr, &value, sizeof(value)));
+}
 
 }  // namespace
 
@@ -58,17 +63,23 @@ GemmPlans::~GemmPlans() = default;
 // same bytes, so the row-major out[M, N] = x · wᵀ is computed as the column-major
 // outᶜ[N, M] = wᶜᵀ · xᶜ with wᶜ [K, N] and xᶜ [K, M]: A = w transposed, B = x as is ("TN", the
 // layout cuBLASLt's Hopper kernels favour).
-const GemmPlans::Plan& GemmPlans::plan_for(const GemmProblem& p) {
+GemmPlans::Plan& GemmPlans::plan_for(const GemmProblem& p, const float* x_scales, const float* w_scales) {
   auto found = plans_.find(p);
   if (found != plans_.end()) return *found->second;
 
   auto plan = std::make_unique<Plan>();
   JET_CUDA_CHECK(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
-  JET_CUDA_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof(transpose)));
-  JET_CUDA_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof(keep)));
-  JET_CUDA_CHECK(cublasLtMatrixLayoutCreate(&plan->w_layout, CUDA_R_16BF, p.k, p.n, p.k));
-  JET_CUDA_CHECK(cublasLtMatrixLayoutCreate(&plan->x_layout, CUDA_R_16BF, p.k, p.m, p.k));
+  set_attribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+  set_attribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  if (p.in_type == CUDA_R_8F_E4M3) {
+    set_attribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, p.w_scale_mode);
+    set_attribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, p.x_scale_mode);
+    // The heuristic refuses scale modes without scale pointers; any call's will do.
+    set_attribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w_scales);
+    set_attribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scales);
+  }
+  JET_CUDA_CHECK(cublasLtMatrixLayoutCreate(&plan->w_layout, p.in_type, p.k, p.n, p.k));
+  JET_CUDA_CHECK(cublasLtMatrixLayoutCreate(&plan->x_layout, p.in_type, p.k, p.m, p.k));
   JET_CUDA_CHECK(cublasLtMatrixLayoutCreate(&plan->out_layout, p.out_type, p.n, p.m, p.n));
 
   cublasLtMatmulPreference_t raw_pref = nullptr;
@@ -84,15 +95,20 @@ const GemmPlans::Plan& GemmPlans::plan_for(const GemmProblem& p) {
   int found_count = 0;
   JET_CUDA_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, plan->op, plan->w_layout, plan->x_layout, plan->out_layout,
                                                 plan->out_layout, raw_pref, 1, &best, &found_count));
-  JET_CHECK(found_count > 0, "matmul: cuBLASLt has no algorithm for x [", p.m, ", ", p.k, "] · w [", p.n, ", ", p.k,
-            "]ᵀ -> ", type_name(p.out_type), " (operand alignments ", p.align_x, "/", p.align_w, "/", p.align_out,
-            " bytes)");
+  JET_CHECK(found_count > 0, "matmul: cuBLASLt has no algorithm for ", type_name(p.in_type), " x [", p.m, ", ", p.k,
+            "] · w [", p.n, ", ", p.k, "]ᵀ -> ", type_name(p.out_type), " (operand alignments ", p.align_x, "/",
+            p.align_w, "/", p.align_out, " bytes)");
   plan->algo = best.algo;
   return *plans_.emplace(p, std::move(plan)).first->second;
 }
 
-void GemmPlans::run(const GemmProblem& p, const void* x, const void* w, void* out, cudaStream_t stream) {
-  const Plan& plan = plan_for(p);
+void GemmPlans::run(const GemmProblem& p, const void* x, const void* w, void* out, cudaStream_t stream,
+                    const float* x_scales, const float* w_scales) {
+  Plan& plan = plan_for(p, x_scales, w_scales);
+  if (p.in_type == CUDA_R_8F_E4M3) {  // the pointers are read when the matmul is enqueued
+    set_attribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, w_scales);
+    set_attribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, x_scales);
+  }
   const float alpha = 1.0f, beta = 0.0f;
   JET_CUDA_CHECK(cublasLtMatmul(lt_, plan.op, &alpha, w, plan.w_layout, x, plan.x_layout, &beta, out, plan.out_layout,
                                 out, plan.out_layout, &plan.algo, workspace_, workspace_bytes_, stream));

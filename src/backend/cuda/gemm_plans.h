@@ -13,10 +13,16 @@
 
 namespace jet::cuda {
 
-// One row-major product out[m, n] = x[m, k] · w[n, k]ᵀ of bf16 x and w, fp32 accumulation.
+// One row-major product out[m, n] = x[m, k] · w[n, k]ᵀ, fp32 accumulation, of bf16 x and w, or
+// of e4m3 codes whose fp32 scales cuBLASLt applies as the scale modes say (matmul_fp8).
 struct GemmProblem {
   int64_t m = 0, n = 0, k = 0;
+  cudaDataType_t in_type = CUDA_R_16BF;   // x's and w's: CUDA_R_16BF or CUDA_R_8F_E4M3
   cudaDataType_t out_type = CUDA_R_16BF;  // CUDA_R_16BF or CUDA_R_32F
+  // e4m3 only: one scale per row (OUTER_VEC_32F), or per 128x128 weight tile and per row and 128
+  // columns of x (BLK128x128_32F / VEC128_32F).
+  cublasLtMatmulMatrixScale_t w_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+  cublasLtMatmulMatrixScale_t x_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
   // The largest power of two, at most 256 (cuBLASLt's default assumption), dividing each
   // operand's address. cuBLASLt picks vectorised kernels for aligned operands, so a plan is only
   // valid for operands aligned at least as well as those it was made for: alignment is part of
@@ -34,12 +40,14 @@ class GemmPlans {
   GemmPlans(const GemmPlans&) = delete;
   GemmPlans& operator=(const GemmPlans&) = delete;
 
-  // Enqueues the product on `stream` (x, w and out as the problem describes them).
-  void run(const GemmProblem& problem, const void* x, const void* w, void* out, cudaStream_t stream);
+  // Enqueues the product on `stream` (x, w and out as the problem describes them; e4m3 operands
+  // with their scales' device memory).
+  void run(const GemmProblem& problem, const void* x, const void* w, void* out, cudaStream_t stream,
+           const float* x_scales = nullptr, const float* w_scales = nullptr);
 
  private:
   struct Plan;
-  const Plan& plan_for(const GemmProblem& problem);
+  Plan& plan_for(const GemmProblem& problem, const float* x_scales, const float* w_scales);
 
   cublasLtHandle_t lt_;
   void* workspace_;

@@ -122,31 +122,48 @@ inline int splits_for_wave_fill(int64_t ctas, int64_t slots, int64_t max_splits)
   return 1;
 }
 
-// Sum over the kLanes lanes of this lane's aligned group (kLanes a power of two, at most 32);
-// every lane of the warp must take part.
+// The reductions below combine with one of these.
+struct SumOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {  // fmaxf: a NaN loses to any number, as std::fmax on the CPU
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// The reduction over the kLanes lanes of this lane's aligned group (kLanes a power of two, at
+// most 32); every lane of the warp must take part.
+template <int kLanes, typename Op = SumOp>
+__device__ __forceinline__ float lane_group_reduce(float v, Op op = {}) {
+  for (int offset = kLanes / 2; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
 template <int kLanes>
 __device__ __forceinline__ float lane_group_sum(float v) {
-  for (int offset = kLanes / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
+  return lane_group_reduce<kLanes>(v);
 }
 
 __device__ __forceinline__ float warp_sum(float v) { return lane_group_sum<32>(v); }
 
-// Sum over the whole block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
-__device__ __forceinline__ float block_sum(float v) {
+// The reduction over the whole block (blockDim.x a multiple of 32, at most 1024) of values whose
+// identity is `identity`; every thread gets it.
+template <typename Op>
+__device__ __forceinline__ float block_reduce(float v, Op op, float identity) {
   __shared__ float partial[32];
   __shared__ float total;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  v = warp_sum(v);
+  v = lane_group_reduce<32>(v, op);
   if (lane == 0) partial[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    v = lane < static_cast<int>(blockDim.x / 32) ? partial[lane] : 0.0f;
-    v = warp_sum(v);
+    v = lane < static_cast<int>(blockDim.x / 32) ? partial[lane] : identity;
+    v = lane_group_reduce<32>(v, op);
     if (lane == 0) total = v;
   }
   __syncthreads();
   return total;
 }
+
+__device__ __forceinline__ float block_sum(float v) { return block_reduce(v, SumOp{}, 0.0f); }
 
 }  // namespace jet::cuda

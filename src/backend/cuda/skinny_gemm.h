@@ -11,8 +11,9 @@ namespace jet::cuda {
 // tiles win.
 constexpr int64_t kSkinnyGemmMaxRows = 8;
 
-// Whether out = x · wᵀ (bf16 x [M, K] and w [N, K], checked by the caller) runs on the kernel:
-// 1 <= M <= kSkinnyGemmMaxRows, K a multiple of 8 and both operands 16-byte aligned.
+// Whether out = x · wᵀ (x [M, K] and w [N, K], both bf16 or both e4m3 codes, checked by the
+// caller) runs on the kernel: 1 <= M <= kSkinnyGemmMaxRows, K a whole number of 16-byte loads
+// (8 bf16, 16 e4m3) and both operands 16-byte aligned.
 bool skinny_gemm_fits(const Tensor& x, const Tensor& w);
 
 // Device memory the K splits use: partial sums (any contents; the GEMM workspace, idle while this
@@ -24,7 +25,10 @@ struct SkinnyGemmScratch {
   int64_t num_counters = 0;
 };
 
-// Enqueues out[M, N] = x · wᵀ (fp32 accumulation; out bf16 or f32) on `stream`.
-void skinny_gemm(const Tensor& x, const Tensor& w, Tensor& out, const SkinnyGemmScratch& scratch, cudaStream_t stream);
+// Enqueues out[M, N] = x · wᵀ (fp32 accumulation; out bf16 or f32) on `stream`. e4m3 operands
+// come with their scales, x_scales [M] and w_scales [N]: out[m, n] = x_scales[m] * w_scales[n] *
+// Σ_k x[m, k] * w[n, k].
+void skinny_gemm(const Tensor& x, const Tensor& w, Tensor& out, const SkinnyGemmScratch& scratch, cudaStream_t stream,
+                 const float* x_scales = nullptr, const float* w_scales = nullptr);
 
 }  // namespace jet::cuda
