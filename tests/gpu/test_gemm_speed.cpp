@@ -4,6 +4,9 @@
 // back to back with CUDA events over 36 layers at several row counts M. Fails when the op is
 // more than 5% slower than the floor. Also prints what the fastest of the heuristic's top
 // algorithms would give (timed one by one), i.e. what per-shape autotuning could still win.
+// Then the same layers under FP8 (INFO lines, no bar): matmul_fp8 on bf16 x, its quantize kernel
+// included, against cuBLASLt's FP8 GEMM alone on codes quantized beforehand (outer-vector
+// scales): the FP8 GEMM floor bench/results quotes.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -13,6 +16,7 @@
 #include <iterator>
 
 #include "backend/cuda/cuda_backend.h"
+#include "core/fp8.h"
 #include "gpu_test_util.h"
 
 using namespace jet;
@@ -39,13 +43,24 @@ constexpr Shape kLayerShapes[] = {
 // The floor: one product's descriptors and the heuristic's ranked algorithms, made once.
 class RawGemm {
  public:
-  RawGemm(cublasLtHandle_t lt, int64_t m, int64_t n, int64_t k, cudaDataType_t out_type, size_t workspace_bytes)
+  // bf16 operands, or e4m3 ones (in_type CUDA_R_8F_E4M3) with outer-vector scales [n] and [m].
+  RawGemm(cublasLtHandle_t lt, int64_t m, int64_t n, int64_t k, cudaDataType_t out_type, size_t workspace_bytes,
+          cudaDataType_t in_type = CUDA_R_16BF, const float* w_scales = nullptr, const float* x_scales = nullptr)
       : lt_(lt) {
     CHECK_CUDA(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t t = CUBLAS_OP_T;
     CHECK_CUDA(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)));
-    CHECK_CUDA(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16BF, k, n, k));
-    CHECK_CUDA(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16BF, k, m, k));
+    if (in_type == CUDA_R_8F_E4M3) {
+      const cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+      CHECK_CUDA(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode)));
+      CHECK_CUDA(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode)));
+      CHECK_CUDA(
+          cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scales, sizeof(w_scales)));
+      CHECK_CUDA(
+          cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scales, sizeof(x_scales)));
+    }
+    CHECK_CUDA(cublasLtMatrixLayoutCreate(&a_, in_type, k, n, k));
+    CHECK_CUDA(cublasLtMatrixLayoutCreate(&b_, in_type, k, m, k));
     CHECK_CUDA(cublasLtMatrixLayoutCreate(&c_, out_type, n, m, n));
     cublasLtMatmulPreference_t pref;
     CHECK_CUDA(cublasLtMatmulPreferenceCreate(&pref));
@@ -120,6 +135,17 @@ void fill_random(Backend& be, const Tensor& t, const std::vector<uint16_t>& patt
   for (size_t done = 0; done < total; done += pattern.size()) {
     const size_t n = std::min(pattern.size(), total - done);
     be.upload(t.ptr<uint16_t>() + done, pattern.data(), n * sizeof(uint16_t));
+  }
+}
+
+// Fills an e4m3 tensor with codes of the pattern's values times 400 (finite, no NaN codes).
+void fill_codes(Backend& be, const Tensor& t, const std::vector<uint16_t>& pattern) {
+  std::vector<uint8_t> codes(pattern.size());
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = f32_to_e4m3(bf16_to_f32(pattern[i]) * 400.0f);
+  const size_t total = static_cast<size_t>(t.numel());
+  for (size_t done = 0; done < total; done += codes.size()) {
+    const size_t n = std::min(codes.size(), total - done);
+    be.upload(t.ptr<uint8_t>() + done, codes.data(), n);
   }
 }
 
@@ -211,6 +237,56 @@ int main() {
       double flop = 0.0;
       for (const Shape& s : kLayerShapes) flop += 2.0 * M * s.n * s.k * kLayers;
       report_timing(report, "36 SDAR-4B layers, M = " + std::to_string(M), t, flop);
+    }
+
+    // FP8: per-channel weights of the same shapes, the op on bf16 x against the GEMM of codes.
+    Tensor x_codes = be.alloc_tensor(owner, DType::F8E4M3, {kMaxM, 9728});
+    Tensor scales = be.alloc_tensor(owner, DType::F32, {19456});
+    fill_codes(be, x_codes, pattern);
+    const std::vector<float> scale_values(19456, 1.0f / 448.0f);
+    be.upload(scales.data, scale_values.data(), scales.nbytes());
+    std::vector<std::vector<Linear>> fp8_weights(kWeightSets);
+    for (auto& set : fp8_weights) {
+      for (const Shape& s : kLayerShapes) {
+        Linear w{be.alloc_tensor(owner, DType::F8E4M3, {s.n, s.k}), scales.rows(0, s.n), Fp8Scaling::PerChannel};
+        fill_codes(be, w.weight, pattern);
+        set.push_back(w);
+      }
+    }
+    for (int64_t M : {4, 8, 16, 128, 512, 2048}) {
+      std::vector<std::unique_ptr<RawGemm>> raw;
+      for (const Shape& s : kLayerShapes) {
+        raw.push_back(std::make_unique<RawGemm>(be.lt(), M, s.n, s.k, CUDA_R_16BF, be.gemm_workspace_bytes(),
+                                                CUDA_R_8F_E4M3, scales.ptr<float>(), scales.ptr<float>()));
+      }
+      auto layers = [&](auto&& product) {
+        for (int l = 0; l < kLayers; ++l) {
+          for (size_t s = 0; s < std::size(kLayerShapes); ++s) product(s, fp8_weights[l % kWeightSets][s]);
+        }
+      };
+      const auto [op_ms, floor_ms] = fastest_ms(
+          stream,
+          [&] {
+            layers([&](size_t s, const Linear& w) {
+              Tensor o = out.rows(0, M);
+              o.shape[1] = kLayerShapes[s].n;
+              Tensor in = x.rows(0, M);
+              in.shape[1] = kLayerShapes[s].k;
+              be.matmul_fp8(in, w, o);
+            });
+          },
+          [&] {
+            layers([&](size_t s, const Linear& w) {
+              raw[s]->run(0, w.weight.data, x_codes.data, out.data, be.gemm_workspace(), be.gemm_workspace_bytes(),
+                          stream);
+            });
+          });
+      double flop = 0.0;
+      for (const Shape& s : kLayerShapes) flop += 2.0 * M * s.n * s.k * kLayers;
+      std::printf(
+          "INFO FP8 36 SDAR-4B layers, M = %lld: op %.3f ms (%.0f TFLOP/s, quantize included), cuBLASLt "
+          "FP8 floor %.3f ms (%.0f TFLOP/s), op/floor %.3f\n",
+          static_cast<long long>(M), op_ms, flop / op_ms / 1e9, floor_ms, flop / floor_ms / 1e9, op_ms / floor_ms);
     }
 
     // The LM head: fp32 logits for 4 rows (batch 1's first step) and 384 (batch 128 with 3 masked

@@ -27,6 +27,7 @@ namespace {
 
 constexpr int kPack = 8;                   // bf16 per 16-byte load
 constexpr int kRowThreads = 256;           // per-row scales: one block per row
+constexpr int kHeldPacks = 8;              // per thread, in registers: rows up to 16,384 columns read once
 constexpr int kTileThreads = 128 / kPack;  // 128-column scales: 16 threads per group
 constexpr int kTileGroupsPerBlock = 8;
 constexpr int64_t kPieceAlignment = 256;
@@ -55,20 +56,35 @@ __device__ __forceinline__ float pack_amax(const BfPack<kPack>& v) {
 // scale = amax / 448, or 1 for an all-zero group (fp8.h's e4m3_scale).
 __device__ __forceinline__ float group_scale(float amax) { return amax > 0.0f ? amax / 448.0f : 1.0f; }
 
-// One block per row of x [M, K]: codes [M, K] and scales [M].
+// One block per row of x [M, K]: codes [M, K] and scales [M]. The first kHeldPacks packs of each
+// thread stay in registers between the amax and the conversion, so rows up to
+// kRowThreads * kHeldPacks * kPack columns are read once, all loads in flight together (at few
+// rows the kernel is a few of these blocks, so its latency is what counts); longer rows read
+// the rest twice.
 __global__ void __launch_bounds__(kRowThreads)
     quantize_rows_kernel(const bf16* x, int64_t K, uint8_t* codes, float* scales) {
   const int64_t row = blockIdx.x;
   const bf16* src = x + row * K;
+  uint8_t* dst = codes + row * K;
+  constexpr int64_t kStride = int64_t{kRowThreads} * kPack;
+  const int64_t first = int64_t{threadIdx.x} * kPack, rest = first + kHeldPacks * kStride;
   await_previous_kernel();
+  BfPack<kPack> held[kHeldPacks];
   float amax = 0.0f;
-  for (int64_t k = int64_t{threadIdx.x} * kPack; k < K; k += kRowThreads * kPack) {
-    amax = fmaxf(amax, pack_amax(load_pack<kPack>(src + k)));
+#pragma unroll
+  for (int j = 0; j < kHeldPacks; ++j) {
+    if (first + j * kStride < K) {
+      held[j] = load_pack<kPack>(src + first + j * kStride);
+      amax = fmaxf(amax, pack_amax(held[j]));
+    }
   }
+  for (int64_t k = rest; k < K; k += kStride) amax = fmaxf(amax, pack_amax(load_pack<kPack>(src + k)));
   const float scale = group_scale(block_reduce(amax, MaxOp{}, 0.0f));
-  for (int64_t k = int64_t{threadIdx.x} * kPack; k < K; k += kRowThreads * kPack) {
-    store_codes(load_pack<kPack>(src + k), scale, codes + row * K + k);
+#pragma unroll
+  for (int j = 0; j < kHeldPacks; ++j) {
+    if (first + j * kStride < K) store_codes(held[j], scale, dst + first + j * kStride);
   }
+  for (int64_t k = rest; k < K; k += kStride) store_codes(load_pack<kPack>(src + k), scale, dst + k);
   if (threadIdx.x == 0) scales[row] = scale;
 }
 
