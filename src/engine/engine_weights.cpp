@@ -1,0 +1,67 @@
+// The Engine's weight API for RL loops: update_weights / load_weights from the caller's tensors
+// (no copy), offload_parameters / free_all_resources, reload_from_path.
+#include <string>
+#include <vector>
+
+#include "engine/engine_impl.h"
+#include "model/tensor_source.h"
+
+namespace jet {
+
+namespace {
+
+// The caller's views as a TensorSource (no copy: the data stays where the caller keeps it).
+TensorMap as_tensor_map(const std::vector<WeightView>& views, const std::string& what) {
+  TensorMap map(what);
+  for (const WeightView& v : views) {
+    TensorInfo t;
+    t.name = v.name;
+    t.dtype = v.dtype == WeightView::DType::F32   ? DType::F32
+              : v.dtype == WeightView::DType::F16 ? DType::F16
+                                                  : DType::BF16;
+    t.shape = v.shape;
+    int64_t n = 1;
+    for (int64_t d : v.shape) {
+      JET_CHECK(d >= 0, what, ": tensor '", v.name, "' has a negative dimension");
+      n *= d;
+    }
+    JET_CHECK(v.data || n == 0, what, ": tensor '", v.name, "' has no data");
+    t.data = v.data;
+    t.nbytes = static_cast<size_t>(n) * dtype_size(t.dtype);
+    map.add(std::move(t));
+  }
+  return map;
+}
+
+}  // namespace
+
+void Engine::update_weights(const std::vector<WeightView>& weights) {
+  impl_->model->update(as_tensor_map(weights, "update_weights"));
+  if (impl_->scheduler) impl_->scheduler->forget_cached_prefixes();  // their K/V came from the old weights
+}
+
+void Engine::offload_parameters() { impl_->model->release(); }
+
+void Engine::free_all_resources() {
+  impl_->model->release();
+  impl_->scheduler.reset();
+  impl_->runner.reset();
+}
+
+void Engine::load_weights(const std::vector<WeightView>& weights) {
+  impl_->model->load(as_tensor_map(weights, "load_weights"));
+  if (impl_->scheduler) impl_->scheduler->forget_cached_prefixes();
+}
+
+void Engine::reload_from_path(const std::string& dir) {
+  EngineOptions opts = impl_->user_options;
+  opts.model = dir;
+  // Free the old engine's memory first (RL loops reload a model the size of the current one);
+  // if the new one fails to load, this engine has no weights and says so.
+  free_all_resources();
+  impl_ = std::make_unique<Impl>(opts);
+}
+
+bool Engine::has_weights() const { return impl_->model->has_weights(); }
+
+}  // namespace jet
