@@ -3,7 +3,6 @@
 // finished in the step before) -> commit (block_commit.h), slot state through the ModelRunner;
 // generate and generate_streaming on it, and the Engine's accessors. Setup, request intake,
 // serve and the weight API are in the other engine_*.cpp files (engine_impl.h).
-#include <algorithm>
 #include <cstdint>
 #include <map>
 

@@ -18,8 +18,8 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "jet/engine.h"
-#include "model/model.h"
 #include "jet/tokenizer.h"
+#include "model/model.h"
 
 namespace jet {
 
