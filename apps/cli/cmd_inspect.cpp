@@ -61,7 +61,7 @@ void print_text(const ModelInspection& x) {
   }
   std::printf("vocab:           %lld\n", static_cast<long long>(x.vocab));
   std::printf("tied embeddings: %s\n", x.tied ? "yes" : "no");
-  std::printf("block size:      %lld\n", static_cast<long long>(x.block_size));
+  std::printf("block size:      %lld (from %s)\n", static_cast<long long>(x.block_size), x.block_size_source.c_str());
   std::printf("mask token:      %lld\n", static_cast<long long>(x.mask_token_id));
   std::printf("eos tokens:      %s\n", join(x.eos_token_ids).c_str());
   std::printf("parameters:      %s (%lld)\n", short_count(x.parameters).c_str(), static_cast<long long>(x.parameters));
@@ -108,6 +108,7 @@ void print_json(const ModelInspection& x) {
       {"qk_norm", x.qk_norm},
       {"block_causal", x.block_causal},
       {"block_size", x.block_size},
+      {"block_size_source", x.block_size_source},
       {"mask_token_id", x.mask_token_id},
       {"eos_token_ids", x.eos_token_ids},
       {"bos_token_id", x.bos_token_id ? nlohmann::ordered_json(*x.bos_token_id) : nlohmann::ordered_json(nullptr)},

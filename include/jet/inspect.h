@@ -17,6 +17,7 @@ struct ModelInspection {
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0;
   int64_t experts = 0, experts_per_token = 0, moe_intermediate = 0;
   int64_t vocab = 0, max_positions = 0, block_size = 0, mask_token_id = 0;
+  std::string block_size_source;  // "config.json", "the model's name, NAME", or the family's default
   double rms_eps = 0, rope_theta = 0;
   bool tied = false, qk_norm = false, block_causal = false, fp8_checkpoint = false;
   std::vector<int64_t> eos_token_ids;

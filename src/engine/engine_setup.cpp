@@ -37,6 +37,8 @@ Engine::Impl::Impl(const EngineOptions& opts)
 
   block_length = options.block_length > 0 ? options.block_length : c.block_size;
   JET_CHECK(options.block_length >= 0, "block_length must be >= 1 (or 0 for the model's), got ", options.block_length);
+  log_info("block length ", block_length, " (from ",
+           options.block_length > 0 ? std::string("the block_length option") : c.block_size_source, ")");
   if (c.trained_block_size && block_length != *c.trained_block_size) {
     log_warn("block_length ", block_length, " differs from the block size the model was trained with (",
              *c.trained_block_size, "); quality may suffer");

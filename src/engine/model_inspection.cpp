@@ -59,6 +59,7 @@ ModelInspection inspect_model(const std::string& dir) {
   x.vocab = c.vocab;
   x.max_positions = c.max_positions;
   x.block_size = c.block_size;
+  x.block_size_source = c.block_size_source;
   x.mask_token_id = c.mask_token_id;
   x.rms_eps = c.rms_eps;
   x.rope_theta = c.rope_theta;

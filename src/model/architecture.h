@@ -57,6 +57,9 @@ struct Architecture {
   std::vector<FixedKey> fixed_keys;
   NamingScheme names;
   std::vector<int64_t> default_eos_ids;  // when neither generation_config.json nor config.json says
+  // Whether a checkpoint without config.json's block_size takes it from a "-bN" in its name
+  // (JetLM publishes SDAR-4B-Chat-b64 and its kin with the config of the block-4 model).
+  bool block_size_from_name = false;
 };
 
 // Every supported architecture, and the lookups by config.json's keys and by family.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <optional>
+#include <string>
 
 #include "core/error.h"
 #include "core/json_object.h"
@@ -31,6 +32,55 @@ void check_fixed_keys(const JsonObject& config, const Architecture& arch) {
               config.source(), ": ", fixed.key, " = ", json_excerpt(value), " is not supported (only ",
               fixed.supported.front().dump(), ")");
   }
+}
+
+// The name a model folder was published under: the folder's own, or, inside a Hugging Face
+// cache (<cache>/models--ORG--NAME/snapshots/<revision>), NAME.
+std::string published_name(const std::string& model_dir) {
+  const fs::path dir = fs::absolute(fs::path(model_dir)).lexically_normal();
+  const fs::path folder = dir.has_filename() ? dir : dir.parent_path();
+  const std::string repo = folder.parent_path().parent_path().filename().string();
+  if (folder.parent_path().filename() == "snapshots" && repo.rfind("models--", 0) == 0) {
+    return repo.substr(repo.rfind("--") + 2);
+  }
+  return folder.filename().string();
+}
+
+// N from a "bN" part of the name ("SDAR-4B-Chat-b64", "SDAR-30B-A3B-Chat-b32"; parts split at
+// '-' and '_'), if there is exactly one such part with N in [1, 65536].
+std::optional<int64_t> block_size_in_name(const std::string& name) {
+  std::optional<int64_t> found;
+  size_t start = 0;
+  while (start <= name.size()) {
+    const size_t end = std::min(name.find_first_of("-_", start), name.size());
+    const std::string part = name.substr(start, end - start);
+    if (part.size() >= 2 && part.size() <= 6 && (part[0] == 'b' || part[0] == 'B') &&
+        std::all_of(part.begin() + 1, part.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+      const int64_t n = std::stoll(part.substr(1));
+      if (n < 1 || n > 65536 || found) return std::nullopt;
+      found = n;
+    }
+    start = end + 1;
+  }
+  return found;
+}
+
+// config.json's block_size, else (for the families that publish -bN checkpoints without one)
+// the name's, else the family's default that arch.read left.
+void resolve_block_size(const JsonObject& config, const Architecture& arch, const std::string& model_dir,
+                        ModelConfig& c) {
+  if (config.has("block_size")) {
+    c.block_size_source = "config.json";
+    return;
+  }
+  const std::string name = published_name(model_dir);
+  if (const std::optional<int64_t> n = arch.block_size_from_name ? block_size_in_name(name) : std::nullopt) {
+    c.block_size = *n;
+    c.trained_block_size = *n;
+    c.block_size_source = "the model's name, " + name;
+    return;
+  }
+  c.block_size_source = "the family's default: config.json has no block_size";
 }
 
 const Architecture& detect_architecture(const JsonObject& config, std::string* model_type) {
@@ -164,6 +214,7 @@ ModelConfig load_model_config(const std::string& model_dir) {
   c.family = arch.family;
   check_fixed_keys(config, arch);
   arch.read(config, c);
+  resolve_block_size(config, arch, model_dir, c);
   if (config.has("bos_token_id")) c.bos_token_id = config.get_int("bos_token_id");
   read_quantization(config, c);
   check_consistency(c, path);

@@ -37,6 +37,7 @@ struct ModelConfig {
   // The block length the model was trained with, where known: SDAR's (its config, else the
   // family's 4); LLaDA's only where the config states one (LLaDA trains on whole responses).
   std::optional<int64_t> trained_block_size;
+  std::string block_size_source;  // where block_size came from, for the start-up line and `inspect`
   int64_t mask_token_id = 0;
   std::vector<int64_t> eos_token_ids;  // stop tokens
   std::optional<int64_t> bos_token_id;

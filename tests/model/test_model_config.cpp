@@ -2,6 +2,7 @@
 // keys they omit), and a clear error for each kind of bad config.json.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <optional>
 
 #include "model/model_config.h"
@@ -117,6 +118,46 @@ TEST(ModelConfig, ReadsSdar4bWithDefaultsForOmittedKeys) {
   // config.json names only <|endoftext|>; chat turns end with <|im_end|>, which is added.
   EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{151643, 151645}));
   EXPECT_EQ(c.bos_token_id, 151643);
+}
+
+// JetLM's -bN checkpoints (SDAR-4B-Chat-b64, SDAR-30B-A3B-Chat-b32) and TraceRL's TraDo ship the
+// config of the block-4 model, without block_size: the name, then the family's 4, decide.
+TEST(ModelConfig, TakesBlockSizeFromTheCheckpointNameWhenConfigLacksIt) {
+  TempDir root;
+  auto load_named = [&](const std::string& relative, const Json& config) {
+    const std::filesystem::path dir = root.path() / relative;
+    std::filesystem::create_directories(dir);
+    write_json((dir / "config.json").string(), config);
+    return load_model_config(dir.string());
+  };
+  const ModelConfig b64 = load_named("SDAR-4B-Chat-b64", sdar_4b_config());
+  EXPECT_EQ(b64.block_size, 64);
+  EXPECT_EQ(b64.trained_block_size, 64);
+  EXPECT_EQ(b64.block_size_source, "the model's name, SDAR-4B-Chat-b64");
+  EXPECT_EQ(load_named("SDAR-30B-A3B-Chat-b32", sdar_30b_moe_config()).block_size, 32);
+  // A Hugging Face cache: the repository's name, not the revision's.
+  const ModelConfig cached =
+      load_named("hub/models--JetLM--SDAR-8B-Chat-b16/snapshots/5f2a9c0", without(sdar_8b_config(), "block_size"));
+  EXPECT_EQ(cached.block_size, 16);
+  EXPECT_EQ(cached.block_size_source, "the model's name, SDAR-8B-Chat-b16");
+  EXPECT_EQ(load_named("SDAR-4B-Chat-b8-FP8/", sdar_4b_config()).block_size, 8);
+
+  const ModelConfig trado = load_named("TraDo-8B-Instruct", without(sdar_8b_config(), "block_size"));
+  EXPECT_EQ(trado.block_size, 4);
+  EXPECT_EQ(trado.trained_block_size, 4);
+  EXPECT_EQ(trado.mask_token_id, 151669);
+  EXPECT_EQ(trado.block_size_source, "the family's default: config.json has no block_size");
+  EXPECT_EQ(load_named("SDAR-30B-A3B-Chat", sdar_30b_moe_config()).block_size, 4);
+  EXPECT_EQ(load_named("x-b8-b16", sdar_4b_config()).block_size, 4);  // two block sizes: neither
+  EXPECT_EQ(load_named("x-b0", sdar_4b_config()).block_size, 4);
+
+  const ModelConfig stated = load_named("SDAR-4B-Chat-b64-own", with(sdar_4b_config(), "block_size", 16));
+  EXPECT_EQ(stated.block_size, 16);  // config.json wins over the name
+  EXPECT_EQ(stated.block_size_source, "config.json");
+  // LLaDA names its block length nowhere in its checkpoints' names: no guess from one.
+  const ModelConfig llada = load_named("LLaDA-8B-b64", llada_8b_config());
+  EXPECT_EQ(llada.block_size, 32);
+  EXPECT_FALSE(llada.trained_block_size);
 }
 
 TEST(ModelConfig, TakesStopTokensFromGenerationConfig) {

@@ -3,6 +3,7 @@ teacher-forced logits per step, then whole decodes (greedy, seeded sampling, eve
 block lengths, prompt shapes, stop rules), through the `jetengine` CLI and forward_probe."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -180,6 +181,30 @@ def test_exploration_modifiers_match_reference(model, barrier, epsilon):
     params = dict(temperature=0.9, max_tokens=20, seed=21, ignore_eos=True, remasking_strategy="margin_static",
                   diversity_enforce_barrier=barrier, epsilon_greedy=epsilon)
     compare(model, prompts_of([3, 9, 12], ref.vocab_rows, seed=4), params)
+
+
+# JetLM's -bN checkpoints (SDAR-4B-Chat-b64, SDAR-30B-A3B-Chat-b32) carry the block-4 model's
+# config.json, without block_size: with no --block-length the engine takes N from the name, says
+# so at start-up, and decodes as the reference does at B = N. TraDo (block 4) has no such part.
+@pytest.mark.parametrize("name, B", [("SDAR-tiny-Chat-b8", 8), ("TraDo-tiny-Instruct", 4)])
+def test_block_length_from_the_checkpoint_name(model, tmp_path, name, B):
+    model_dir, ref = model
+    if ref.config.family == "llada":
+        pytest.skip("LLaDA names no block length in its checkpoints' names")
+    named = tmp_path / name
+    shutil.copytree(model_dir, named)
+    config = json.loads((named / "config.json").read_text())
+    del config["block_size"]
+    (named / "config.json").write_text(json.dumps(config))
+    prompts = prompts_of([3, 10, 17], ref.vocab_rows)
+    params = dict(temperature=0, max_tokens=2 * B + 3, denoising_steps=min(B, 4), ignore_eos=True)
+    got = engine_generate(named, prompts, params)
+    want = reference_generate(ref, prompts, dict(params, block_length=B), 4096)
+    for g, w in zip(got, want):
+        assert g["completion_ids"] == w["completion_ids"] and g["num_forwards"] == w["num_forwards"]
+    done = run_cli(["inspect", "--model", named])
+    source = f"the model's name, {name}" if B != 4 else "the family's default: config.json has no block_size"
+    assert f"block size:      {B} (from {source})" in done.stdout, done.stdout
 
 
 def test_stop_tokens_and_max_tokens(model):

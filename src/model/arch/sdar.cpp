@@ -77,6 +77,7 @@ const Architecture& sdar_architecture() {
       .fixed_keys = qwen3_fixed_keys(),
       .names = qwen3_names(),
       .default_eos_ids = {151645, 151643},
+      .block_size_from_name = true,
   };
   return sdar;
 }
