@@ -22,7 +22,8 @@ class LLM:
 
     Both generate functions return one dict per prompt, in submission order, with the keys
     text (prompt + completion, special tokens kept), token_ids (prompt + completion), trajectory
-    (per completion token, the 1-based denoising step that unmasked it), logprobs, entropies (one
+    (per completion token, the 1-based denoising step that unmasked it, 0 if none did; also under
+    first_unmask_times, the name TraceRL's JetEngine gave it), logprobs, entropies (one
     per completion token), completion_ids, completion_text (special tokens skipped),
     finish_reason ("stop" or "length"), num_forwards and prompt_len. Text prompts are encoded
     with tokenizer.encode (HuggingFace's default special tokens, as the original did).
@@ -33,7 +34,7 @@ class LLM:
     def __init__(self, model, **kwargs):
         self.config = Config.from_kwargs(model, kwargs)
         self._engine = _jetengine.Engine(self.config.engine_options())
-        self.tokenizer = Tokenizer(self._engine)
+        self.tokenizer = Tokenizer(self._engine, self.config.model)
 
     @property
     def summary(self):
@@ -84,6 +85,7 @@ class LLM:
         config = dataclasses.replace(self.config, model=path)  # checks that it is a folder
         self._engine.reload_from_path(config.model)
         self.config = config
+        self.tokenizer = Tokenizer(self._engine, config.model)
 
     def offload_parameters(self, include_buffers=False):
         """Frees the weights; the KV cache stays. Generation raises RuntimeError until the
@@ -95,6 +97,12 @@ class LLM:
     def free_all_resources(self):
         """Frees the weights and the KV cache (the cache is rebuilt by the next generate after
         the weights are back)."""
+        self._engine.free_all_resources()
+
+    def shutdown(self):
+        """Frees the weights and the KV cache, as the original's shutdown() (which RL rollout
+        workers call before they exit) frees its device memory. Safe to call again; afterwards
+        generate raises RuntimeError until reload_from_path / reload_from_hf_model."""
         self._engine.free_all_resources()
 
     def has_weights(self):
@@ -110,7 +118,10 @@ class LLM:
             raise RuntimeError("the engine holds no weights (offload_parameters / free_all_resources freed them): "
                                "call reload_from_hf_model(model) or reload_from_path(dir) first")
         with Progress(len(prompt_ids), use_tqdm, description) as progress:
-            return run(prompt_ids, params, progress.callback())
+            outputs = run(prompt_ids, params, progress.callback())
+        for output in outputs:
+            output["first_unmask_times"] = list(output["trajectory"])
+        return outputs
 
     def _prompt_ids(self, prompts):
         if isinstance(prompts, (str, bytes)) or not isinstance(prompts, (list, tuple)):

@@ -3,6 +3,7 @@ methods the original's users call (encode, decode, apply_chat_template, ...)."""
 
 import json
 import numbers
+import os
 from collections.abc import Mapping
 
 from . import _jetengine
@@ -13,9 +14,14 @@ from ._checks import check_bool, check_token_ids
 MESSAGE_KEYS = {"role", "content", "reasoning_content"}
 
 
+# tokenizer_config.json's special-token keys, in the order transformers lists all_special_tokens.
+SPECIAL_TOKEN_KEYS = ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"]
+
+
 class Tokenizer:
-    def __init__(self, engine):
+    def __init__(self, engine, model_dir):
         self._engine = engine
+        self._special_tokens = _special_tokens(model_dir)
 
     def encode(self, text, add_special_tokens=True):
         """Text to ids. add_special_tokens adds the post-processor's tokens (none for SDAR or
@@ -75,6 +81,26 @@ class Tokenizer:
     @property
     def pad_token(self):
         return self.convert_ids_to_tokens(self.pad_token_id) if self.pad_token_id is not None else None
+
+    @property
+    def mask_token_id(self):
+        """The mask id the engine decodes with (the mask_token_id option, else the model's)."""
+        return self._engine.summary().mask_token_id
+
+    @property
+    def mask_token(self):
+        return self.convert_ids_to_tokens(self.mask_token_id)
+
+    @property
+    def all_special_tokens(self):
+        """The special tokens tokenizer_config.json names (bos, eos, unk, sep, pad, cls, mask, then
+        additional_special_tokens), each once, in that order, as transformers lists them; tokens
+        the vocabulary lacks are left out."""
+        return [t for t in self._special_tokens if self.convert_tokens_to_ids(t) is not None]
+
+    @property
+    def all_special_ids(self):
+        return [self.convert_tokens_to_ids(t) for t in self.all_special_tokens]
 
     def get_vocab(self):
         """{token: id} for every id the tokenizer knows."""
@@ -178,6 +204,23 @@ def _cut_after_final_message(text, message):
     if content not in text:
         content = content.strip()
     return text[:text.rindex(content) + len(content)]
+
+
+def _special_tokens(model_dir):
+    """The special tokens of <model_dir>/tokenizer_config.json, in transformers' order, each once
+    (a token is a string or an AddedToken dict with "content"); none without the file."""
+    path = os.path.join(model_dir, "tokenizer_config.json")
+    if not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    values = [config.get(key) for key in SPECIAL_TOKEN_KEYS] + list(config.get("additional_special_tokens") or [])
+    tokens = []
+    for value in values:
+        token = value.get("content") if isinstance(value, Mapping) else value
+        if isinstance(token, str) and token and token not in tokens:
+            tokens.append(token)
+    return tokens
 
 
 def _id_or_none(token_id):

@@ -21,8 +21,8 @@ from jetengine import LLM, SamplingParams  # noqa: E402
 # Small, single-threaded engines keep the suite fast; the CLI gets the same settings.
 ENGINE = dict(device="cpu", num_threads=1, kvcache_block_size=16, num_kvcache_blocks=512)
 CLI_ENGINE = ["--device", "cpu", "--threads", "1", "--kv-page-size", "16", "--kv-pages", "512"]
-KEYS = {"text", "token_ids", "trajectory", "logprobs", "entropies", "completion_ids", "completion_text",
-        "finish_reason", "num_forwards", "prompt_len"}
+KEYS = {"text", "token_ids", "trajectory", "first_unmask_times", "logprobs", "entropies", "completion_ids",
+        "completion_text", "finish_reason", "num_forwards", "prompt_len"}
 
 
 @pytest.fixture(scope="module")
@@ -40,12 +40,20 @@ def random_prompts(n, seed, low=3, high=14):
     return [rng.integers(3, 500, int(rng.integers(low, high))).tolist() for _ in range(n)]
 
 
+def cli_outputs(done):
+    """The CLI's --json lines as the package returns them: with first_unmask_times, the name TraceRL's
+    JetEngine gave trajectory, beside it."""
+    assert done.returncode == 0, done.stderr
+    outputs = [json.loads(line) for line in done.stdout.splitlines()]
+    for out in outputs:
+        out["first_unmask_times"] = out["trajectory"]
+    return outputs
+
+
 def cli_generate(model, prompts, *flags):
     path = model / "python_prompts.jsonl"
     path.write_text("".join(json.dumps(p) + "\n" for p in prompts))
-    done = run_cli(["generate", "--model", model, "--prompts", path, "--json", *CLI_ENGINE, *flags])
-    assert done.returncode == 0, done.stderr
-    return [json.loads(line) for line in done.stdout.splitlines()]
+    return cli_outputs(run_cli(["generate", "--model", model, "--prompts", path, "--json", *CLI_ENGINE, *flags]))
 
 
 def assert_same_tokens(a, b):
@@ -106,9 +114,8 @@ def test_text_prompts_are_encoded_like_the_cli(model, llm):
     prompts = ["Block diffusion fills a block", "of masked tokens in a few steps."]
     path = model / "text_prompts.jsonl"
     path.write_text("".join(json.dumps(p) + "\n" for p in prompts))
-    done = run_cli(["generate", "--model", model, "--prompts", path, "--json", "--temperature", "0", *CLI_ENGINE])
-    assert done.returncode == 0, done.stderr
-    expected = [json.loads(line) for line in done.stdout.splitlines()]
+    expected = cli_outputs(run_cli(["generate", "--model", model, "--prompts", path, "--json", "--temperature", "0",
+                                    *CLI_ENGINE]))
     assert llm.generate(prompts, SamplingParams(temperature=0), use_tqdm=False) == expected
 
 
@@ -124,6 +131,7 @@ def test_every_key_with_one_entry_per_completion_token(llm):
         assert out["prompt_len"] == len(prompt)
         assert out["finish_reason"] in ("stop", "length")
         assert all(t >= 1 for t in out["trajectory"])
+        assert out["first_unmask_times"] == out["trajectory"] and out["first_unmask_times"] is not out["trajectory"]
         assert all(lp <= 0 for lp in out["logprobs"]) and all(h >= 0 for h in out["entropies"])
         assert out["text"] == llm.tokenizer.decode(out["token_ids"])
         assert out["completion_text"] == llm.tokenizer.decode(out["completion_ids"], skip_special_tokens=True)
@@ -197,6 +205,29 @@ def test_tokenizer(llm):
     assert tok.convert_ids_to_tokens(np.array(ids))[0] == tok.convert_ids_to_tokens(np.int64(ids[0]))
     assert tok.convert_tokens_to_ids("no such token") is None
     assert tok.decode([tok.eos_token_id], skip_special_tokens=True) == ""
+
+
+def test_tokenizer_mask_and_special_tokens_as_transformers_names_them(tmp_path):
+    # SDAR's tokenizer_config.json: eos and pad <|endoftext|>, mask <|MASK|>, then 14 additional
+    # special tokens (Qwen3's 13 and <|MASK|> again); each is listed once.
+    tok = LLM(make_tiny_model("sdar", tmp_path / "q", 1, "--vocab", "qwen3", "--layers", "1"), **ENGINE).tokenizer
+    assert tok.mask_token_id == 151669 and tok.mask_token == "<|MASK|>"
+    assert tok.all_special_tokens[:4] == ["<|endoftext|>", "<|MASK|>", "<|im_start|>", "<|im_end|>"]
+    assert len(tok.all_special_tokens) == 15 and tok.all_special_tokens[-1] == "<|video_pad|>"
+    assert tok.all_special_ids[:4] == [151643, 151669, 151644, 151645]
+    assert tok.all_special_ids == [tok.convert_tokens_to_ids(t) for t in tok.all_special_tokens]
+
+
+def test_shutdown_frees_the_engine_until_a_reload(model):
+    llm = LLM(model, **ENGINE)
+    expected = llm.generate([[5, 6, 7]], SamplingParams(temperature=0, max_tokens=4), use_tqdm=False)
+    llm.shutdown()
+    llm.shutdown()
+    assert not llm.has_weights()
+    with pytest.raises(RuntimeError, match="holds no weights"):
+        llm.generate([[5, 6, 7]], SamplingParams(temperature=0, max_tokens=4), use_tqdm=False)
+    llm.reload_from_path(model)
+    assert llm.generate([[5, 6, 7]], SamplingParams(temperature=0, max_tokens=4), use_tqdm=False) == expected
 
 
 def test_chat_template(llm):
