@@ -4,7 +4,7 @@
 namespace jet::cli {
 
 const char* const kEngineFlagsHelp = R"(Engine
-  --device cpu|cuda|auto    (default auto)
+  --device cpu|cuda|cuda:N|auto  (default auto; cuda and auto take LOCAL_RANK's GPU under a launcher)
   --block-length B          block length (default: the model's)
   --max-num-seqs N          sequences denoised together at most (default 512)
   --max-model-len N         prompt + completion at most (default 4096)

@@ -25,7 +25,7 @@ struct EngineOptions {
   // "": projections as the checkpoint stores them (an FP8 checkpoint runs FP8); "fp8": float
   // projections are quantized to FP8 e4m3 as they load (docs/fp8.md; the CPU backend today).
   std::string quantization;
-  std::string device = "auto";  // "cpu", "cuda" or "auto"
+  std::string device = "auto";  // "cpu", "cuda", "cuda:N" or "auto" (backend.h: make_backend)
   int32_t mask_token_id = -1;   // -1: the model's (config.json, else the family default)
   int block_length = 0;         // 0: the model's training block size
   int max_num_seqs = 512;       // sequences denoised together at most

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -51,7 +52,8 @@ class Config:
     block_length: the diffusion block length; None = the block size the model was trained with
         (the original defaulted to 4, which every released SDAR model uses).
     dtype: no effect; the backend picks its compute dtype (CPU: float32, CUDA: bfloat16).
-    Ours: device ("auto", "cpu", "cuda"); num_threads (CPU threads, 0 = all cores);
+    Ours: device ("auto", "cpu", "cuda", "cuda:N"; "cuda" and "auto" take the GPU of LOCAL_RANK
+    under torchrun / accelerate when more than one is visible); num_threads (CPU threads, 0 = all cores);
     kv_cache_memory_bytes (KV-cache budget, 0 = the backend's default); enable_prefix_caching;
     load_format ("auto": the folder's safetensors; "dummy": random weights of config.json's shapes,
     for benchmarks, as in vLLM: the folder needs config.json and the tokenizer only).
@@ -109,7 +111,7 @@ class Config:
         if self.block_length is not None:
             check_int("block_length", self.block_length, minimum=1, maximum=2**31 - 1)
         check_choice("dtype", self.dtype, DTYPES)
-        check_choice("device", self.device, DEVICES)
+        check_device(self.device)
         check_int("num_threads", self.num_threads, minimum=0, maximum=2**31 - 1)
         check_int("kv_cache_memory_bytes", self.kv_cache_memory_bytes, minimum=0)
         check_bool("enable_prefix_caching", self.enable_prefix_caching)
@@ -155,3 +157,10 @@ class Config:
         options.load_format = self.load_format
         options.quantization = "fp8" if self.quantize_fp8 or self.quantization == "fp8" else ""
         return options
+
+
+def check_device(device):
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a str, got {type(device).__name__} {device!r}")
+    if device not in DEVICES and not re.fullmatch(r"cuda:[0-9]{1,6}", device):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N' (N: a GPU index); got {device!r}")

@@ -116,6 +116,9 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual std::string name() const = 0;
+  // Makes the calling thread's device calls go to this backend's device (CUDA's current device is
+  // per thread; the engine may be driven from any thread). Every Engine entry point calls it.
+  virtual void use_on_this_thread() {}
   // Element type of weights and activations on this backend (CPU: F32; CUDA: BF16).
   virtual DType compute_dtype() const = 0;
 
@@ -214,7 +217,9 @@ class Backend {
   void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st);
 };
 
-// "cpu", "cuda" or "auto" (CUDA when built and a GPU is visible, else CPU).
+// "cpu", "cuda", "cuda:N" or "auto" (CUDA when built and a GPU is visible, else CPU). "cuda" and
+// "auto" take the GPU of LOCAL_RANK when a launcher (torchrun, accelerate) set it and more than one
+// GPU is visible, else the first. Throws jet::Error for an unknown name or a GPU that is not there.
 std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads);
 
 }  // namespace jet

@@ -13,6 +13,7 @@ class ProfilingBackend final : public Backend {
       : inner_(std::move(inner)), profile_(std::move(profile)) {}
 
   std::string name() const override { return inner_->name(); }
+  void use_on_this_thread() override { inner_->use_on_this_thread(); }
   DType compute_dtype() const override { return inner_->compute_dtype(); }
   Buffer alloc(size_t bytes) override { return inner_->alloc(bytes); }
   void upload(void* dst, const void* src, size_t bytes) override { inner_->upload(dst, src, bytes); }

@@ -36,19 +36,25 @@ TensorMap as_tensor_map(const std::vector<WeightView>& views, const std::string&
 }  // namespace
 
 void Engine::update_weights(const std::vector<WeightView>& weights) {
+  impl_->backend->use_on_this_thread();
   impl_->model->update(as_tensor_map(weights, "update_weights"));
   if (impl_->scheduler) impl_->scheduler->forget_cached_prefixes();  // their K/V came from the old weights
 }
 
-void Engine::offload_parameters() { impl_->model->release(); }
+void Engine::offload_parameters() {
+  impl_->backend->use_on_this_thread();
+  impl_->model->release();
+}
 
 void Engine::free_all_resources() {
+  impl_->backend->use_on_this_thread();
   impl_->model->release();
   impl_->scheduler.reset();
   impl_->runner.reset();
 }
 
 void Engine::load_weights(const std::vector<WeightView>& weights) {
+  impl_->backend->use_on_this_thread();
   impl_->model->load(as_tensor_map(weights, "load_weights"));
   if (impl_->scheduler) impl_->scheduler->forget_cached_prefixes();
 }

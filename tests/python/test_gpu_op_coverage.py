@@ -2,14 +2,15 @@
 (which CTest runs under the label `gpu` on a machine with a GPU): each op the CudaBackend
 overrides (src/backend/cuda/cuda_backend.h) is called in a tests/gpu source. Memory and
 bookkeeping members (alloc, upload, ..., run_recorded, whose CUDA graphs engine_parity.py
-checks against eager launches) are not ops."""
+checks against eager launches, use_on_this_thread, which every Engine entry point calls) are not
+ops."""
 
 import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 NOT_OPS = {"name", "compute_dtype", "alloc", "upload", "download", "synchronize", "default_kv_budget_bytes",
-           "supports_fp8", "run_recorded"}
+           "supports_fp8", "run_recorded", "use_on_this_thread"}
 
 
 def cuda_ops():

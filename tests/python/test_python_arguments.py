@@ -108,6 +108,8 @@ def test_unknown_keyword_arguments_are_type_errors(model):
     (dict(block_length=0), ValueError, "block_length"),
     (dict(dtype="int8"), ValueError, "dtype"),
     (dict(device="tpu"), ValueError, "device"),
+    (dict(device="cuda:x"), ValueError, "'cuda:N' \\(N: a GPU index\\)"),
+    (dict(device=0), TypeError, "device must be a str"),
     (dict(num_threads=-1), ValueError, "num_threads"),
     (dict(load_format="pt"), ValueError, "load_format"),
 ])

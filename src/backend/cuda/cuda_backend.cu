@@ -55,14 +55,14 @@ bool programmatic_launch_enabled() {
   return enabled;
 }
 
-bool device_available() {
+int device_count() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
     cudaGetLastError();  // no driver or no device: clear the error, it is an answer here
-    return false;
+    return 0;
   }
-  return count > 0;
+  return count;
 }
 
 CudaBackend::CudaBackend(int device) : device_(device) {
@@ -92,6 +92,8 @@ CudaBackend::~CudaBackend() {
 
 // "cuda", like the device option that selects this backend ("cpu" names the CPU backend).
 std::string CudaBackend::name() const { return "cuda"; }
+
+void CudaBackend::use_on_this_thread() { JET_CUDA_CHECK(cudaSetDevice(device_)); }
 
 Buffer CudaBackend::alloc(size_t bytes) {
   if (bytes == 0) return Buffer(nullptr, 0, [](void*) {});  // an empty tensor needs no memory
@@ -140,13 +142,8 @@ size_t CudaBackend::default_kv_budget_bytes(double memory_utilization) const {
 
 }  // namespace cuda
 
-bool cuda_device_available() { return cuda::device_available(); }
+int cuda_device_count() { return cuda::device_count(); }
 
-std::unique_ptr<Backend> make_cuda_backend() {
-  JET_CHECK(cuda::device_available(),
-            "device 'cuda': no CUDA device is visible (check the driver and "
-            "CUDA_VISIBLE_DEVICES); use device 'cpu'");
-  return std::make_unique<cuda::CudaBackend>(0);
-}
+std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<cuda::CudaBackend>(device); }
 
 }  // namespace jet

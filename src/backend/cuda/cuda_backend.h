@@ -28,6 +28,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   std::string name() const override;
+  void use_on_this_thread() override;
   DType compute_dtype() const override { return DType::BF16; }
 
   Buffer alloc(size_t bytes) override;
@@ -83,7 +84,7 @@ class CudaBackend final : public Backend {
 // Throws the row fault a finished denoise step recorded on the device, and clears it (decode.cu).
 void throw_decode_fault();
 
-// Whether a CUDA device is visible (false, not an error, when none is).
-bool device_available();
+// The visible CUDA devices (0, not an error, without a driver or a device).
+int device_count();
 
 }  // namespace jet::cuda

@@ -7,7 +7,8 @@
 
 namespace jet {
 
-bool cuda_device_available();
-std::unique_ptr<Backend> make_cuda_backend();  // device 0 (CUDA_VISIBLE_DEVICES selects)
+int cuda_device_count();  // visible CUDA devices; 0 without a driver
+inline bool cuda_device_available() { return cuda_device_count() > 0; }
+std::unique_ptr<Backend> make_cuda_backend(int device = 0);  // an index below cuda_device_count()
 
 }  // namespace jet
