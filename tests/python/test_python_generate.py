@@ -210,8 +210,11 @@ def test_tokenizer(llm):
 def test_tokenizer_mask_and_special_tokens_as_transformers_names_them(tmp_path):
     # SDAR's tokenizer_config.json: eos and pad <|endoftext|>, mask <|MASK|>, then 14 additional
     # special tokens (Qwen3's 13 and <|MASK|> again); each is listed once.
-    tok = LLM(make_tiny_model("sdar", tmp_path / "q", 1, "--vocab", "qwen3", "--layers", "1"), **ENGINE).tokenizer
+    llm = LLM(make_tiny_model("sdar", tmp_path / "q", 1, "--vocab", "qwen3", "--layers", "1"), **ENGINE)
+    tok = llm.tokenizer
     assert tok.mask_token_id == 151669 and tok.mask_token == "<|MASK|>"
+    # The default stop set is the model's (README, Differences), not the tokenizer's one eos.
+    assert tok.eos_token_id == 151643 and sorted(llm.summary.eos_token_ids) == [151643, 151645]
     assert tok.all_special_tokens[:4] == ["<|endoftext|>", "<|MASK|>", "<|im_start|>", "<|im_end|>"]
     assert len(tok.all_special_tokens) == 15 and tok.all_special_tokens[-1] == "<|video_pad|>"
     assert tok.all_special_ids[:4] == [151643, 151669, 151644, 151645]
