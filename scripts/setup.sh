@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ clang libclang-rt-14-dev pkg-config libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libpcre2-dev libutf8proc-dev libopenblas-dev libomp-dev libboost-dev libcpp-httplib-dev
-  python3 python3-dev python3-numpy python3-pytest python3-jinja2 python3-tqdm python3-pip pybind11-dev clang-format
+  python3 python3-dev python3-numpy python3-pytest python3-jinja2 python3-tqdm python3-pip python3-torch pybind11-dev clang-format
   chromium)  # chromium: tests/python/test_viz_browser.py drives the /viz page headless
+# python3-torch: torch.distributed for the data-parallel tests (gloo on the CPU) and the PyTorch references.
 # python3-pip: the README's `pip install ./python` into a venv that sees the system's packages.
 # Node.js and npm (tests/python/test_openai_node_client.py) from Debian, unless a node with its npm
 # is already there (NodeSource's nodejs bundles npm, and conflicts with Debian's npm package).

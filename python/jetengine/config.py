@@ -57,6 +57,11 @@ class Config:
     kv_cache_memory_bytes (KV-cache budget, 0 = the backend's default); enable_prefix_caching;
     load_format ("auto": the folder's safetensors; "dummy": random weights of config.json's shapes,
     for benchmarks, as in vLLM: the folder needs config.json and the tokenizer only).
+    data_parallel: under a launcher that starts several ranks (torchrun, accelerate launch: WORLD_SIZE > 1),
+    every rank passes the same prompts to generate, each decodes a share balanced by prompt + max_tokens
+    length, and every rank returns all outputs in submission order (needs torch.distributed; the
+    default process group is set up when the launcher has not). False: each rank generates only what
+    it is given, as the original did.
     quantize_fp8 (the original's name) or quantization="fp8": the projections are quantized to FP8
     e4m3 as they load, with per-channel weight scales and dynamic per-row activation scales
     (docs/fp8.md; the CPU backend today). A checkpoint stored in FP8 runs FP8 without either.
@@ -85,6 +90,7 @@ class Config:
     load_format: str = "auto"
     quantize_fp8: bool = False
     quantization: Optional[str] = None
+    data_parallel: bool = True
 
     def __post_init__(self):
         if not isinstance(self.model, (str, os.PathLike)):
@@ -117,6 +123,7 @@ class Config:
         check_bool("enable_prefix_caching", self.enable_prefix_caching)
         check_choice("load_format", self.load_format, LOAD_FORMATS)
         check_bool("quantize_fp8", self.quantize_fp8)
+        check_bool("data_parallel", self.data_parallel)
         if self.quantization not in QUANTIZATIONS:
             raise ValueError(f"quantization must be None (as the checkpoint stores its weights) or 'fp8', "
                              f"got {self.quantization!r}")

@@ -7,6 +7,7 @@ import os
 from . import _jetengine
 from ._checks import check_bool, check_int, check_token_ids
 from .config import Config
+from .data_parallel import DataParallel
 from .progress import Progress
 from .sampling_params import SamplingParams
 from .tokenizer import Tokenizer
@@ -27,12 +28,15 @@ class LLM:
     per completion token), completion_ids, completion_text (special tokens skipped),
     finish_reason ("stop" or "length"), num_forwards and prompt_len. Text prompts are encoded
     with tokenizer.encode (HuggingFace's default special tokens, as the original did).
+    Under torchrun or accelerate launch with several ranks, every rank passes the same prompts and
+    gets every output; each decodes its share (Config.data_parallel).
     The GIL is released while the engine runs; Ctrl-C raises KeyboardInterrupt once the next
     prompt finishes, and the engine stays usable.
     """
 
     def __init__(self, model, **kwargs):
         self.config = Config.from_kwargs(model, kwargs)
+        self._data_parallel = DataParallel.from_launch(self.config.data_parallel, self.config.device != "cpu")
         self._engine = _jetengine.Engine(self.config.engine_options())
         self.tokenizer = Tokenizer(self._engine, self.config.model)
 
@@ -109,14 +113,40 @@ class LLM:
         return self._engine.has_weights()
 
     def _run(self, prompts, sampling_params, use_tqdm, description, run):
+        dp = self._data_parallel
+        if dp is None:
+            prompt_ids, params = self._request(prompts, sampling_params, use_tqdm)
+            return self._decode(prompt_ids, params, use_tqdm, description, run)
+        try:
+            prompt_ids, params = self._request(prompts, sampling_params, use_tqdm)
+            error = None
+        except Exception as e:  # raised on every rank, after they have compared their requests
+            prompt_ids, error = None, e
+        dp.check_same_request((prompt_ids, sampling_params), error)
+        costs = [len(ids) + params[i if len(params) > 1 else 0].max_tokens for i, ids in enumerate(prompt_ids)]
+        indices = dp.shard(costs)
+        try:
+            outputs = self._decode([prompt_ids[i] for i in indices], [params[i] for i in indices]
+                                   if len(params) > 1 else params, use_tqdm and dp.rank == 0,
+                                   f"{description} (rank 0 of {dp.world_size})", run)
+            error = None
+        except BaseException as e:  # Ctrl-C included: the other ranks learn of it at the gather
+            outputs, error = None, e
+        return dp.gather(indices, outputs, error)
+
+    def _request(self, prompts, sampling_params, use_tqdm):
+        """The checked prompt ids and C++ SamplingParams (one for all, or one per prompt)."""
         prompt_ids = self._prompt_ids(prompts)
         params = [self.config.apply_exploration(p) for p in _engine_params(sampling_params, len(prompt_ids))]
         check_bool("use_tqdm", use_tqdm)
-        if not prompt_ids:
-            return []
-        if not self._engine.has_weights():
+        if prompt_ids and not self._engine.has_weights():
             raise RuntimeError("the engine holds no weights (offload_parameters / free_all_resources freed them): "
                                "call reload_from_hf_model(model) or reload_from_path(dir) first")
+        return prompt_ids, params
+
+    def _decode(self, prompt_ids, params, use_tqdm, description, run):
+        if not prompt_ids:
+            return []
         with Progress(len(prompt_ids), use_tqdm, description) as progress:
             outputs = run(prompt_ids, params, progress.callback())
         for output in outputs:

@@ -39,7 +39,8 @@ def test_the_originals_defaults():
                           diversity_enforce=False, diversity_enforce_barrier=100, epsilon_greedy=False, epsilon=0.1,
                           kvcache_block_size=256, num_kvcache_blocks=-1, mask_token_id=-1, block_length=None,
                           dtype="auto", device="auto", num_threads=0, kv_cache_memory_bytes=0,
-                          enable_prefix_caching=True, load_format="auto", quantize_fp8=False, quantization=None)
+                          enable_prefix_caching=True, load_format="auto", quantize_fp8=False, quantization=None,
+                          data_parallel=True)
 
 
 def test_config_reaches_the_engine(model):
@@ -100,6 +101,7 @@ def test_unknown_keyword_arguments_are_type_errors(model):
     (dict(diversity_enforce=1), TypeError, "diversity_enforce"),
     (dict(diversity_enforce_barrier=-1), ValueError, "diversity_enforce_barrier"),
     (dict(epsilon_greedy="yes"), TypeError, "epsilon_greedy"),
+    (dict(data_parallel="yes"), TypeError, "data_parallel"),
     (dict(epsilon=1.5), ValueError, "epsilon"),
     (dict(num_kvcache_blocks=0), ValueError, "num_kvcache_blocks"),
     (dict(kvcache_block_size=0), ValueError, "kvcache_block_size"),
