@@ -191,6 +191,17 @@ class Engine {
   // Loads the model folder `dir` (weights, config, tokenizer) and rebuilds the KV cache.
   void reload_from_path(const std::string& dir);
   bool has_weights() const;
+  // Sleep mode, for rollouts that share the device with training: frees the device memory the
+  // engine holds. Level 1 copies the weights to host memory first and frees the KV cache (and its
+  // CUDA graphs); level 2 frees both, like free_all_resources (the weights come back through
+  // load_weights or reload_from_path). Generation and update_weights fail until wake_up.
+  void sleep(int level = 1);
+  // Ends a sleep: the weights come back from host memory, bit for bit (weights), and the KV cache
+  // is allocated again (kv_cache; otherwise the next generation allocates it). Either may come
+  // first; a KV cache made while the weights sleep leaves room for them.
+  void wake_up(bool weights = true, bool kv_cache = true);
+  // Whether the weights are in host memory (sleep level 1, not woken yet).
+  bool is_sleeping() const;
 
   const Tokenizer& tokenizer() const;
   std::string apply_chat_template(const std::vector<ChatMessage>& messages,

@@ -5,6 +5,7 @@ torch.distributed does the rendezvous and the gather; without torch a world size
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import pickle
@@ -139,6 +140,15 @@ def _init_default_group(dist, rank, world, uses_cuda):
     backend = "nccl" if uses_cuda and torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
     options = {"timeout": GATHER_TIMEOUT} if backend == "gloo" else {}
     dist.init_process_group(backend=backend, init_method="env://", rank=rank, world_size=world, **options)
+    # Torch's own teardown at interpreter exit races its gloo threads (now and then a rank aborts
+    # after its work is done): the group we made goes first.
+    atexit.register(_destroy_default_group, dist)
+
+
+def _destroy_default_group(dist):
+    if dist.is_initialized():
+        _gloo_groups.clear()
+        dist.destroy_process_group()
 
 
 def _gloo_group(dist):

@@ -13,6 +13,8 @@ from .sampling_params import SamplingParams
 from .tokenizer import Tokenizer
 from .weights import model_weights, named_weights
 
+WAKE_TAGS = ("weights", "kv_cache")
+
 
 class LLM:
     """A block diffusion language model, ready to generate.
@@ -74,6 +76,7 @@ class LLM:
         tensor is checked first: an unknown name or a wrong shape raises ValueError naming it,
         and then nothing has changed.
         """
+        self._require_awake("update_weights")
         self._engine.update_weights(named_weights(weights, "weights"))
 
     def reload_from_hf_model(self, hf_model):
@@ -109,6 +112,32 @@ class LLM:
         generate raises RuntimeError until reload_from_path / reload_from_hf_model."""
         self._engine.free_all_resources()
 
+    def sleep(self, level=1):
+        """Frees the device memory the engine holds, for rollouts that share the GPU with training
+        (vLLM's LLM.sleep). level=1 copies the weights to host memory first and frees the KV
+        cache; level=2 frees both (the weights come back through reload_from_hf_model or
+        reload_from_path). generate and update_weights raise RuntimeError until wake_up()."""
+        self._engine.sleep(check_int("level", level, minimum=1, maximum=2))
+
+    def wake_up(self, tags=None):
+        """Ends a sleep (vLLM's LLM.wake_up). tags: None for both, or a list of "weights" (back
+        from host memory, bit for bit) and "kv_cache" (allocated now, leaving room for weights
+        still in host memory; otherwise the next generate allocates it). A trainer's weights can
+        go in between: wake_up(["weights"]), update_weights(...), wake_up(["kv_cache"])."""
+        if tags is None:
+            tags = WAKE_TAGS
+        if isinstance(tags, str) or not isinstance(tags, (list, tuple, set)):
+            raise TypeError(f"tags must be None or a list of {', '.join(map(repr, WAKE_TAGS))}, got {tags!r}")
+        unknown = [t for t in tags if t not in WAKE_TAGS]
+        if unknown:
+            raise ValueError(f"unknown wake_up tag(s) {unknown!r}; known: {', '.join(map(repr, WAKE_TAGS))}")
+        self._engine.wake_up("weights" in tags, "kv_cache" in tags)
+
+    @property
+    def is_sleeping(self):
+        """True between sleep(1) and waking the weights."""
+        return self._engine.is_sleeping()
+
     def has_weights(self):
         return self._engine.has_weights()
 
@@ -139,6 +168,8 @@ class LLM:
         prompt_ids = self._prompt_ids(prompts)
         params = [self.config.apply_exploration(p) for p in _engine_params(sampling_params, len(prompt_ids))]
         check_bool("use_tqdm", use_tqdm)
+        if prompt_ids:
+            self._require_awake("generate")
         if prompt_ids and not self._engine.has_weights():
             raise RuntimeError("the engine holds no weights (offload_parameters / free_all_resources freed them): "
                                "call reload_from_hf_model(model) or reload_from_path(dir) first")
@@ -152,6 +183,11 @@ class LLM:
         for output in outputs:
             output["first_unmask_times"] = list(output["trajectory"])
         return outputs
+
+    def _require_awake(self, what):
+        if self._engine.is_sleeping():
+            raise RuntimeError(f"{what}: the engine is asleep (sleep(level=1) moved its weights to host memory); "
+                               "call wake_up() first")
 
     def _prompt_ids(self, prompts):
         if isinstance(prompts, (str, bytes)) or not isinstance(prompts, (list, tuple)):

@@ -99,6 +99,21 @@ void EngineHandle::reload_from_path(const std::string& dir) {
   engine_->reload_from_path(dir);
 }
 
+void EngineHandle::sleep(int level) {
+  std::lock_guard lock(run_mutex_);
+  engine_->sleep(level);
+}
+
+void EngineHandle::wake_up(bool weights, bool kv_cache) {
+  std::lock_guard lock(run_mutex_);
+  engine_->wake_up(weights, kv_cache);
+}
+
+bool EngineHandle::is_sleeping() {
+  std::lock_guard lock(run_mutex_);
+  return engine_->is_sleeping();
+}
+
 bool EngineHandle::has_weights() {
   std::lock_guard lock(run_mutex_);
   return engine_->has_weights();

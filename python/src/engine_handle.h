@@ -38,6 +38,9 @@ class EngineHandle {
   void offload_parameters();
   void free_all_resources();
   void reload_from_path(const std::string& dir);
+  void sleep(int level);
+  void wake_up(bool weights, bool kv_cache);
+  bool is_sleeping();
   bool has_weights();
 
   // Tokenizer access; callable (GIL released) while another thread generates.

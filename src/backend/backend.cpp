@@ -2,9 +2,16 @@
 // decode-state layouts, and the small host->backend writes of slot state.
 #include "backend/backend.h"
 
+#include <cstdlib>
 #include <cstring>
 
 namespace jet {
+
+Buffer Backend::alloc_host(size_t bytes) {
+  void* ptr = std::malloc(bytes ? bytes : 1);
+  JET_CHECK(ptr != nullptr, name(), " backend: out of host memory allocating ", bytes, " bytes");
+  return Buffer(ptr, bytes, [](void* p) { std::free(p); });
+}
 
 Tensor Backend::alloc_tensor(std::vector<Buffer>& owner, DType dtype, std::initializer_list<int64_t> dims) {
   Tensor shape_only(nullptr, dtype, dims);

@@ -127,6 +127,9 @@ class Backend {
   virtual void upload(void* dst, const void* src, size_t bytes) = 0;
   virtual void download(void* dst, const void* src, size_t bytes) = 0;
   virtual void synchronize() = 0;
+  // Host memory that upload / download copy fastest from and to (CUDA: pinned), for the weights
+  // while an engine sleeps.
+  virtual Buffer alloc_host(size_t bytes);
   // Bytes the KV cache may use when the user gives no explicit budget; memory_utilization is the
   // share of the device's memory the engine may fill (backends with a device of their own).
   virtual size_t default_kv_budget_bytes(double memory_utilization) const = 0;

@@ -102,7 +102,9 @@ void Engine::Impl::build_cache() {
     size_t budget = size_t(options.kv_cache_memory_bytes);
     if (budget == 0) {
       budget = backend->default_kv_budget_bytes(options.gpu_memory_utilization);
-      budget = budget > activations ? budget - activations : 0;
+      // Sleeping weights come back into this memory: the cache leaves room for them.
+      const size_t set_aside = activations + model->asleep_bytes();
+      budget = budget > set_aside ? budget - set_aside : 0;
       log_info("activations: ", activations >> 20, " MiB set aside for forwards of up to ", forward_tokens,
                " tokens and logits chunks of ", logits_rows, " rows");
     }
@@ -129,6 +131,8 @@ void Engine::Impl::build_cache() {
 }
 
 void Engine::Impl::require_resources() {
+  JET_CHECK(!model->weights_asleep(),
+            "the engine is asleep (sleep(1): its weights are in host memory); call wake_up() first");
   JET_CHECK(model->has_weights(),
             "the engine's weights were freed (offload_parameters / free_all_resources); "
             "load a whole set first (load_weights, Python's reload_from_hf_model, or reload_from_path)");

@@ -1,5 +1,5 @@
 // The Engine's weight API for RL loops: update_weights / load_weights from the caller's tensors
-// (no copy), offload_parameters / free_all_resources, reload_from_path.
+// (no copy), offload_parameters / free_all_resources, reload_from_path, sleep / wake_up.
 #include <string>
 #include <vector>
 
@@ -69,5 +69,26 @@ void Engine::reload_from_path(const std::string& dir) {
 }
 
 bool Engine::has_weights() const { return impl_->model->has_weights(); }
+
+void Engine::sleep(int level) {
+  JET_CHECK(level == 1 || level == 2,
+            "sleep: level must be 1 (the weights to host memory, the KV cache freed) or 2 (both freed), got ", level);
+  impl_->backend->use_on_this_thread();
+  impl_->scheduler.reset();
+  impl_->runner.reset();
+  if (level == 2) {
+    impl_->model->release();
+  } else {
+    impl_->model->sleep_weights();
+  }
+}
+
+void Engine::wake_up(bool weights, bool kv_cache) {
+  impl_->backend->use_on_this_thread();
+  if (weights) impl_->model->wake_weights();
+  if (kv_cache && !impl_->runner) impl_->build_cache();
+}
+
+bool Engine::is_sleeping() const { return impl_->model->weights_asleep(); }
 
 }  // namespace jet

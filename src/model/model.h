@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,14 @@ class Model {
   void update(const TensorSource& source);
   // Frees the weights.
   void release();
+  // Sleep: copies the weights to host memory and frees their backend memory (and the activation
+  // scratch); has_weights() is false until wake_weights puts them back, bit for bit, in new
+  // backend memory (a no-op when not asleep). load and release end the sleep too.
+  void sleep_weights();
+  void wake_weights();
+  bool weights_asleep() const { return asleep_.has_value(); }
+  // Backend bytes the weights will take again on wake (0 when not asleep).
+  size_t asleep_bytes() const;
 
   // Runs every layer over the batch's tokens `ids` (i32 [T]), writing their K/V into `kv`, and
   // returns the final-normed hidden states [R, H] of rows logit_rows[0..R) (i32 [R], in [0, T))
@@ -94,6 +103,11 @@ class Model {
   ModelWeights weights_;
   std::map<std::string, WeightSlot> slots_;  // checkpoint name -> place in weights_
   std::vector<Buffer> scratch_;              // activation buffers, grown on demand and reused
+  struct HostWeights {
+    std::vector<Buffer> copies;          // host copies of weights_.storage, in its order
+    std::vector<const void*> old_bases;  // where each buffer was, for the tensors pointing into it
+  };
+  std::optional<HostWeights> asleep_;
 };
 
 // Reads config.json and the checkpoint in `dir`, validates every tensor, and uploads the weights;

@@ -216,6 +216,8 @@ void Model::load(const TensorSource& source) {
 }
 
 void Model::update(const TensorSource& source) {
+  JET_CHECK(!weights_asleep(),
+            "update_weights: the engine is asleep; wake_up() first (its weights are in host memory)");
   JET_CHECK(has_weights(),
             "update_weights: the weights were freed; load a whole set first (load_weights, "
             "Python's reload_from_hf_model, or reload_from_path)");
@@ -261,6 +263,7 @@ void Model::update(const TensorSource& source) {
 }
 
 void Model::release() {
+  asleep_.reset();
   weights_ = ModelWeights{};
   slots_.clear();
   scratch_.clear();

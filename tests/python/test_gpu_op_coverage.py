@@ -1,7 +1,7 @@
 """Every op the CUDA backend implements has a parity test against the CPU backend in tests/gpu
 (which CTest runs under the label `gpu` on a machine with a GPU): each op the CudaBackend
 overrides (src/backend/cuda/cuda_backend.h) is called in a tests/gpu source. Memory and
-bookkeeping members (alloc, upload, ..., run_recorded, whose CUDA graphs engine_parity.py
+bookkeeping members (alloc, alloc_host, upload, ..., run_recorded, whose CUDA graphs engine_parity.py
 checks against eager launches, use_on_this_thread, which every Engine entry point calls) are not
 ops."""
 
@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-NOT_OPS = {"name", "compute_dtype", "alloc", "upload", "download", "synchronize", "default_kv_budget_bytes",
+NOT_OPS = {"name", "compute_dtype", "alloc", "alloc_host", "upload", "download", "synchronize", "default_kv_budget_bytes",
            "supports_fp8", "run_recorded", "use_on_this_thread"}
 
 

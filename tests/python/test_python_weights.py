@@ -225,6 +225,40 @@ def test_reload_from_hf_model_after_freeing(models, expected, llm, free):
     assert decode(llm) == expected[0]
 
 
+def test_sleep_and_wake_up_keep_the_weights_and_let_a_trainer_update_in_between(models, expected, llm):
+    llm.sleep()
+    assert llm.is_sleeping and not llm.has_weights()
+    with pytest.raises(RuntimeError, match=r"generate: the engine is asleep .* wake_up\(\) first"):
+        llm.generate(PROMPTS, GREEDY)
+    with pytest.raises(RuntimeError, match=r"update_weights: the engine is asleep"):
+        llm.update_weights(weights_of(models[1]))
+    llm.wake_up()
+    assert not llm.is_sleeping and decode(llm) == expected[0]
+    llm.sleep(level=1)
+    llm.wake_up(tags=["weights"])  # vLLM's RL order: weights, the trainer's update, then the KV cache
+    llm.update_weights(weights_of(models[1]))
+    llm.wake_up(["kv_cache"])
+    assert decode(llm) == expected[1]
+
+
+def test_sleep_level_2_frees_the_weights_and_bad_arguments_are_named(models, expected, llm):
+    with pytest.raises(ValueError, match="level must be <= 2"):
+        llm.sleep(3)
+    with pytest.raises(TypeError, match="level must be an int"):
+        llm.sleep("1")
+    with pytest.raises(ValueError, match="unknown wake_up tag"):
+        llm.wake_up(["weights", "kv"])
+    with pytest.raises(TypeError, match="tags must be None or a list"):
+        llm.wake_up("weights")
+    llm.sleep(level=2)
+    assert not llm.is_sleeping and not llm.has_weights()
+    llm.wake_up()
+    with pytest.raises(RuntimeError, match="holds no weights"):
+        llm.generate(PROMPTS, GREEDY)
+    llm.reload_from_hf_model(FakeModel(weights_of(models[0])))
+    assert decode(llm) == expected[0]
+
+
 def test_reload_from_hf_model_with_a_missing_tensor_keeps_the_weights(models, expected, llm):
     weights = weights_of(models[1])
     del weights["model.layers.1.self_attn.o_proj.weight"]

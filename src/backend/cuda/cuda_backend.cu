@@ -113,6 +113,16 @@ Buffer CudaBackend::alloc(size_t bytes) {
   });
 }
 
+// Pinned, so that the copies run at the link's rate; pageable memory when the system will not pin
+// that much.
+Buffer CudaBackend::alloc_host(size_t bytes) {
+  void* ptr = nullptr;
+  if (cudaMallocHost(&ptr, bytes ? bytes : 1) == cudaSuccess)
+    return Buffer(ptr, bytes, [](void* p) { cudaFreeHost(p); });
+  cudaGetLastError();
+  return Backend::alloc_host(bytes);
+}
+
 void CudaBackend::upload(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   JET_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));

@@ -34,6 +34,7 @@ class CudaBackend final : public Backend {
   Buffer alloc(size_t bytes) override;
   void upload(void* dst, const void* src, size_t bytes) override;
   void download(void* dst, const void* src, size_t bytes) override;
+  Buffer alloc_host(size_t bytes) override;
   void synchronize() override;
   size_t default_kv_budget_bytes(double memory_utilization) const override;
 
