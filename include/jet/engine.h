@@ -37,9 +37,9 @@ struct EngineOptions {
   int max_num_batched_tokens = 16384;
   int64_t num_kvcache_pages = -1;     // -1: as many as kv_cache_memory_bytes allows
   int64_t kv_cache_memory_bytes = 0;  // 0: the backend's default budget
-  // CUDA: share of the device's memory the engine may fill (the KV cache gets what the weights,
-  // whatever else runs there, the activations of the largest forward and 1 GiB leave of it); used
-  // when kv_cache_memory_bytes is 0.
+  // CUDA: share of the device's memory this engine may fill (the KV cache gets what the weights,
+  // the activations of the largest forward and 1 GiB leave of it, never more than is free beside
+  // other processes); used when kv_cache_memory_bytes is 0.
   double gpu_memory_utilization = 0.9;
   bool enable_prefix_caching = true;  // share KV pages of identical prompt prefixes (SDAR only)
   int num_threads = 0;                // CPU threads; 0 = all cores
@@ -100,6 +100,9 @@ struct WeightView {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   const void* data = nullptr;  // contiguous, row-major
+  // data is memory of the engine's GPU (CUDA backend): copied there on the device when its dtype
+  // is the compute dtype (bf16), through the host otherwise.
+  bool on_device = false;
 };
 
 // Progress of a generate call, called after every engine step: prompts done, total, completion

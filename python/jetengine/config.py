@@ -31,9 +31,10 @@ class Config:
     max_num_seqs: sequences decoded together at most.
     max_model_len: prompt + completion tokens of one sequence at most (clamped to the model's
         max_position_embeddings).
-    gpu_memory_utilization: CUDA: the share of the GPU's memory the engine may fill; the KV cache
-        gets what the weights, other users of the GPU and the activations of the largest forward
-        leave of it, less 1 GiB (unless kv_cache_memory_bytes or num_kvcache_blocks sizes it). No
+    gpu_memory_utilization: CUDA: the share of the GPU's memory this engine may fill (its own, as
+        in vLLM: two engines of 0.45 share a GPU); the KV cache gets what the weights and the
+        activations of the largest forward leave of it, never more than is free beside other
+        processes, less 1 GiB (unless kv_cache_memory_bytes or num_kvcache_blocks sizes it). No
         effect on the CPU.
     tensor_parallel_size: must be 1 (one device per engine).
     enforce_eager: CUDA: launch every op of every forward instead of replaying CUDA graphs of the

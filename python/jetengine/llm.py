@@ -71,20 +71,22 @@ class LLM:
 
         weights: a dict {name: tensor} or an iterable of (name, tensor) pairs, with HuggingFace
         names ("model.layers.0.self_attn.q_proj.weight"; without the leading "model." also
-        works). Tensors: numpy arrays, torch tensors (any device; copied to the CPU) or anything
-        with the buffer protocol or DLPack, in float32, float16, bfloat16 or float64. Every
+        works). Tensors: numpy arrays, torch tensors or anything with the buffer protocol or
+        DLPack, in float32, float16, bfloat16 or float64. A CUDA tensor on the engine's GPU is read
+        there (bfloat16 copied on the device, other dtypes through the host); other devices' are
+        copied to the CPU first. Every
         tensor is checked first: an unknown name or a wrong shape raises ValueError naming it,
         and then nothing has changed.
         """
         self._require_awake("update_weights")
-        self._engine.update_weights(named_weights(weights, "weights"))
+        self._engine.update_weights(named_weights(weights, "weights", self._on_gpu()))
 
     def reload_from_hf_model(self, hf_model):
         """Loads all weights from an in-memory model (anything with state_dict() or
         named_parameters(), e.g. a transformers model being trained), after
         free_all_resources() / offload_parameters() or to replace every weight. A missing or
         mis-shaped tensor raises ValueError naming it, and the current weights stay."""
-        self._engine.load_weights(model_weights(hf_model))
+        self._engine.load_weights(model_weights(hf_model, self._on_gpu()))
 
     def reload_from_path(self, path):
         """Loads the model folder `path` (weights, config and tokenizer) and rebuilds the KV
@@ -183,6 +185,9 @@ class LLM:
         for output in outputs:
             output["first_unmask_times"] = list(output["trajectory"])
         return outputs
+
+    def _on_gpu(self):
+        return self._engine.summary().device == "cuda"
 
     def _require_awake(self, what):
         if self._engine.is_sleeping():

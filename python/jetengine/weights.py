@@ -1,7 +1,8 @@
 """Named weights for the RL weight APIs: a dict, an iterable of (name, tensor) pairs or an in-memory
-HuggingFace model, turned into (HuggingFace name, host tensor) pairs for the engine. torch is never
-imported: its tensors are recognised by their methods, and the C++ side reads any tensor through
-the buffer protocol (numpy) or DLPack (torch, JAX)."""
+HuggingFace model, turned into (HuggingFace name, tensor) pairs for the engine: host tensors, and
+CUDA tensors as they are when the engine runs on the GPU (it copies them there on the device).
+torch is never imported: its tensors are recognised by their methods, and the C++ side reads any
+tensor through the buffer protocol (numpy) or DLPack (torch, JAX)."""
 
 from collections.abc import Mapping
 
@@ -9,9 +10,9 @@ from collections.abc import Mapping
 HEAD, EMBEDDING = "lm_head.weight", "model.embed_tokens.weight"
 
 
-def named_weights(weights, argument):
-    """(name, host tensor) pairs from a mapping or an iterable of (name, tensor) pairs; `argument`
-    names the input in errors."""
+def named_weights(weights, argument, on_gpu):
+    """(name, tensor) pairs from a mapping or an iterable of (name, tensor) pairs; `argument` names
+    the input in errors; on_gpu: the engine runs on CUDA, so CUDA tensors stay there."""
     items = weights.items() if isinstance(weights, Mapping) else weights
     if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
         raise TypeError(f"{argument} must be a dict or an iterable of (name, tensor) pairs, "
@@ -25,15 +26,15 @@ def named_weights(weights, argument):
         if not isinstance(name, str):
             raise TypeError(f"{argument}: item {i} has a {type(name).__name__} name; names are str")
         pairs.append((full_name(name), tensor))
-    return [(name, to_host(tensor)) for name, tensor in without_tied_head(pairs)]
+    return [(name, for_engine(tensor, on_gpu)) for name, tensor in without_tied_head(pairs)]
 
 
-def model_weights(model):
+def model_weights(model, on_gpu):
     """The weights of an in-memory HuggingFace model: state_dict(), else named_parameters()."""
     if callable(getattr(model, "state_dict", None)):
-        return named_weights(model.state_dict(), "model.state_dict()")
+        return named_weights(model.state_dict(), "model.state_dict()", on_gpu)
     if callable(getattr(model, "named_parameters", None)):
-        return named_weights(model.named_parameters(), "model.named_parameters()")
+        return named_weights(model.named_parameters(), "model.named_parameters()", on_gpu)
     raise TypeError(f"the model must have state_dict() or named_parameters(); a {type(model).__name__} has neither")
 
 
@@ -53,12 +54,19 @@ def without_tied_head(pairs):
     return [(name, tensor) for name, tensor in pairs if name != HEAD]
 
 
-def to_host(tensor):
-    """torch tensors (recognised by detach() and cpu()) leave autograd and, when on a device, are
-    copied to the CPU: the engine reads host memory. Other tensors are left as they are."""
-    if callable(getattr(tensor, "detach", None)) and callable(getattr(tensor, "cpu", None)):
-        return tensor.detach().cpu()
-    return tensor
+def for_engine(tensor, on_gpu):
+    """torch tensors (recognised by detach() and cpu()) leave autograd. A CUDA tensor stays on its
+    GPU for an engine on the GPU (made contiguous, float64 narrowed to float32, both on the device);
+    any other device's, or any for the CPU engine, is copied to the CPU. Other tensors are left as
+    they are."""
+    if not (callable(getattr(tensor, "detach", None)) and callable(getattr(tensor, "cpu", None))):
+        return tensor
+    tensor = tensor.detach()
+    if on_gpu and getattr(tensor, "is_cuda", False):
+        if str(tensor.dtype) == "torch.float64":
+            tensor = tensor.float()
+        return tensor.contiguous()
+    return tensor.cpu()
 
 
 def _address(tensor):

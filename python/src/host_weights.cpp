@@ -73,9 +73,9 @@ HostWeights::Strided HostWeights::read_dlpack(const std::string& name, const py:
   const dlpack::Tensor& dl = managed->dl_tensor;
 
   const int32_t device = dl.device.device_type;
-  JET_CHECK(device == dlpack::kCpu || device == dlpack::kCudaHost, "weight ", name, " is in ",
-            device == dlpack::kCuda ? "GPU" : "device", " memory (DLPack device type ", device,
-            "); the weight APIs read host memory: move it to the CPU first (e.g. tensor.cpu())");
+  JET_CHECK(device == dlpack::kCpu || device == dlpack::kCudaHost || device == dlpack::kCuda, "weight ", name,
+            " is in device memory of DLPack device type ", device,
+            ", which the weight APIs cannot read: move it to the CPU first (e.g. tensor.cpu())");
   const dlpack::DataType dt = dl.dtype;
   Element element;
   if (dt.lanes == 1 && dt.code == dlpack::kFloat && dt.bits == 32) {
@@ -91,7 +91,7 @@ HostWeights::Strided HostWeights::read_dlpack(const std::string& name, const py:
                     " lanes) is not float32, float16, bfloat16 or float64"));
   }
 
-  Strided t{element, {}, {}, static_cast<const std::byte*>(dl.data) + dl.byte_offset};
+  Strided t{element, {}, {}, static_cast<const std::byte*>(dl.data) + dl.byte_offset, device == dlpack::kCuda};
   const size_t size = element_size(dt.bits);
   t.shape.assign(dl.shape, dl.shape + dl.ndim);
   for (int64_t d : t.shape) JET_CHECK(d >= 0, "weight ", name, ": DLPack shape has a negative dimension ", d);
@@ -109,7 +109,7 @@ void HostWeights::add_view(const std::string& name, const Strided& tensor) {
                                                     WeightView::DType::BF16, WeightView::DType::F32};
   static constexpr size_t kSize[] = {4, 2, 2, 8};
   const auto kind = static_cast<size_t>(tensor.element);
-  WeightView view{name, kViewType[kind], tensor.shape, tensor.data};
+  WeightView view{name, kViewType[kind], tensor.shape, tensor.data, tensor.on_device};
 
   // Row-major contiguous: every dimension longer than 1 has the compact stride.
   bool contiguous = true;
@@ -117,6 +117,13 @@ void HostWeights::add_view(const std::string& name, const Strided& tensor) {
   for (size_t d = tensor.shape.size(); d-- > 0;) {
     if (tensor.shape[d] != 1 && tensor.byte_strides[d] != compact) contiguous = false;
     compact *= tensor.shape[d];
+  }
+  if (tensor.on_device) {  // read by the engine on the device, as it is: only its layout is checked here
+    JET_CHECK(contiguous && tensor.element != Element::F64, "weight ", name,
+              " is a GPU tensor that is not contiguous or is float64: pass tensor.contiguous() in float32, "
+              "float16 or bfloat16 (jetengine.LLM.update_weights does)");
+    views_.push_back(std::move(view));
+    return;
   }
   if (!contiguous || tensor.element == Element::F64) {
     const size_t in_size = kSize[kind];

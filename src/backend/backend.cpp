@@ -7,6 +7,15 @@
 
 namespace jet {
 
+void Backend::check_device_memory(const void*, size_t, const std::string& what) const {
+  throw Error(str(what, " is in GPU memory, and the ", name(),
+                  " backend reads weights from host memory: move it to the CPU first (e.g. tensor.cpu())"));
+}
+
+void Backend::copy_on_device(void*, const void*, size_t) {
+  JET_ASSERT(false, "the ", name(), " backend has no device memory to copy within");
+}
+
 Buffer Backend::alloc_host(size_t bytes) {
   void* ptr = std::malloc(bytes ? bytes : 1);
   JET_CHECK(ptr != nullptr, name(), " backend: out of host memory allocating ", bytes, " bytes");

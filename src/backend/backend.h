@@ -130,6 +130,11 @@ class Backend {
   // Host memory that upload / download copy fastest from and to (CUDA: pinned), for the weights
   // while an engine sleeps.
   virtual Buffer alloc_host(size_t bytes);
+  // For the weight APIs' device tensors: throws jet::Error naming `what` unless [p, p + bytes) is
+  // this backend's device memory (the CPU backend has none), then copies within it once the
+  // device's other work is done (the tensor's producer may still be writing it).
+  virtual void check_device_memory(const void* p, size_t bytes, const std::string& what) const;
+  virtual void copy_on_device(void* dst, const void* src, size_t bytes);
   // Bytes the KV cache may use when the user gives no explicit budget; memory_utilization is the
   // share of the device's memory the engine may fill (backends with a device of their own).
   virtual size_t default_kv_budget_bytes(double memory_utilization) const = 0;

@@ -11,7 +11,7 @@ namespace jet {
 namespace {
 
 // The caller's views as a TensorSource (no copy: the data stays where the caller keeps it).
-TensorMap as_tensor_map(const std::vector<WeightView>& views, const std::string& what) {
+TensorMap as_tensor_map(const std::vector<WeightView>& views, const std::string& what, const Backend& backend) {
   TensorMap map(what);
   for (const WeightView& v : views) {
     TensorInfo t;
@@ -28,6 +28,9 @@ TensorMap as_tensor_map(const std::vector<WeightView>& views, const std::string&
     JET_CHECK(v.data || n == 0, what, ": tensor '", v.name, "' has no data");
     t.data = v.data;
     t.nbytes = static_cast<size_t>(n) * dtype_size(t.dtype);
+    t.on_device = v.on_device;
+    if (v.on_device && t.nbytes > 0)
+      backend.check_device_memory(v.data, t.nbytes, str(what, ": tensor '", v.name, "'"));
     map.add(std::move(t));
   }
   return map;
@@ -37,7 +40,7 @@ TensorMap as_tensor_map(const std::vector<WeightView>& views, const std::string&
 
 void Engine::update_weights(const std::vector<WeightView>& weights) {
   impl_->backend->use_on_this_thread();
-  impl_->model->update(as_tensor_map(weights, "update_weights"));
+  impl_->model->update(as_tensor_map(weights, "update_weights", *impl_->backend));
   if (impl_->scheduler) impl_->scheduler->forget_cached_prefixes();  // their K/V came from the old weights
 }
 
@@ -55,7 +58,7 @@ void Engine::free_all_resources() {
 
 void Engine::load_weights(const std::vector<WeightView>& weights) {
   impl_->backend->use_on_this_thread();
-  impl_->model->load(as_tensor_map(weights, "load_weights"));
+  impl_->model->load(as_tensor_map(weights, "load_weights", *impl_->backend));
   if (impl_->scheduler) impl_->scheduler->forget_cached_prefixes();
 }
 

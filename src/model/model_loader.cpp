@@ -4,6 +4,7 @@
 // backend's compute dtype, or kept / quantized as FP8 (docs/fp8.md). Each checkpoint tensor's place is remembered for
 // in-place updates. load_model can also fill the model with random weights (model/random_weights.h) instead.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -20,7 +21,8 @@ namespace jet {
 namespace {
 
 // Converts one source tensor to the compute dtype, or quantizes it to FP8, and copies it to
-// backend memory.
+// backend memory. A device tensor in the compute dtype is copied on the device; any other comes
+// to the host first, since conversion and quantization run there.
 class TensorWriter {
  public:
   explicit TensorWriter(Backend& backend) : backend_(backend) {}
@@ -29,11 +31,15 @@ class TensorWriter {
     const DType dtype = backend_.compute_dtype();
     const size_t n = static_cast<size_t>(t.numel());
     if (t.dtype == dtype) {  // a bf16 checkpoint on the GPU: no conversion (8 GB for SDAR-4B)
-      backend_.upload(dst, t.data, n * dtype_size(dtype));
+      if (t.on_device) {
+        backend_.copy_on_device(dst, t.data, n * dtype_size(dtype));
+      } else {
+        backend_.upload(dst, t.data, n * dtype_size(dtype));
+      }
       return;
     }
     staging_f32_.resize(n);
-    convert_to_f32(t.dtype, t.data, staging_f32_.data(), n);
+    convert_to_f32(t.dtype, host_data(t), staging_f32_.data(), n);
     const void* src = staging_f32_.data();
     if (dtype == DType::BF16) {
       staging_16_.resize(n);
@@ -50,15 +56,24 @@ class TensorWriter {
     staging_f32_.resize(n);
     staging_codes_.resize(n);
     staging_scales_.resize(fp8_scale_count(scaling, t.shape[0], t.shape[1]));
-    convert_to_f32(t.dtype, t.data, staging_f32_.data(), n);
+    convert_to_f32(t.dtype, host_data(t), staging_f32_.data(), n);
     quantize_e4m3_matrix(staging_f32_.data(), t.shape[0], t.shape[1], scaling, staging_codes_.data(),
                          staging_scales_.data());
     backend_.upload(codes, staging_codes_.data(), n);
     backend_.upload(scales, staging_scales_.data(), staging_scales_.size() * sizeof(float));
   }
 
+  // t's bytes in host memory: its own, or a copy of a device tensor's (valid until the next call).
+  const void* host_data(const TensorInfo& t) {
+    if (!t.on_device) return t.data;
+    staging_device_.resize(t.nbytes);
+    backend_.download(staging_device_.data(), t.data, t.nbytes);
+    return staging_device_.data();
+  }
+
  private:
   Backend& backend_;
+  std::vector<std::byte> staging_device_;
   std::vector<float> staging_f32_, staging_scales_;
   std::vector<uint16_t> staging_16_;
   std::vector<uint8_t> staging_codes_;
@@ -181,6 +196,20 @@ LayerWeights build_layer(const ModelConfig& c, int64_t layer, bool quantize, Wei
   return w;
 }
 
+// Whether two tensors of one size hold the same bytes, wherever they are.
+bool same_bytes(const TensorInfo& a, const TensorInfo& b, Backend& backend) {
+  if (!a.on_device && !b.on_device) return std::memcmp(a.data, b.data, a.nbytes) == 0;
+  std::vector<std::byte> host_a(a.nbytes), host_b(b.nbytes);
+  for (auto [t, host] : {std::pair{&a, &host_a}, std::pair{&b, &host_b}}) {
+    if (t->on_device) {
+      backend.download(host->data(), t->data, t->nbytes);
+    } else {
+      std::memcpy(host->data(), t->data, t->nbytes);
+    }
+  }
+  return host_a == host_b;
+}
+
 }  // namespace
 
 void Model::load(const TensorSource& source) {
@@ -232,7 +261,7 @@ void Model::update(const TensorSource& source) {
     if (!names.tied_alias.empty() && name == names.tied_alias) {
       const TensorInfo* embed = source.find(names.embed);
       JET_CHECK(!embed || (embed->dtype == t.dtype && embed->shape == t.shape && embed->nbytes == t.nbytes &&
-                           std::memcmp(embed->data, t.data, t.nbytes) == 0),
+                           same_bytes(*embed, t, backend_)),
                 source.description(), ": '", name, "' is this model's tied embedding '", names.embed,
                 "', and differs from it: give one of them, or both equal");
       if (!embed) writes.emplace_back(&t, names.embed);

@@ -23,6 +23,7 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   const void* data;  // aligned to the element size (the reader rejects misaligned tensors)
   size_t nbytes;
+  bool on_device = false;  // data is backend memory (a device tensor handed to the weight APIs)
 
   int64_t numel() const;
 };

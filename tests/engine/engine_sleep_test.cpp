@@ -77,7 +77,9 @@ TEST_P(EngineSleep, WakeGivesTheSameOutputsAndNothingRunsAsleep) {
 INSTANTIATE_TEST_SUITE_P(Families, EngineSleep,
                          ::testing::Values(Case{"sdar", false}, Case{"sdar_moe", false}, Case{"llada", false},
                                            Case{"sdar", true}, Case{"sdar_moe", true}),
-                         [](const auto& info) { return info.param.arch + (info.param.fp8 ? "_fp8" : ""); });
+                         [](const ::testing::TestParamInfo<Case>& p) {
+                           return p.param.arch + (p.param.fp8 ? "_fp8" : "");
+                         });
 
 TEST(EngineSleepOrder, WeightsThenAnUpdateThenTheKvCache) {
   const std::string dir_a = tiny_model("sdar", 1), dir_b = tiny_model("sdar", 2);

@@ -177,8 +177,15 @@ def test_names_of_the_inner_base_model_get_the_model_prefix(models, expected, ll
     (lambda w: w.update({EMBEDDING: DLPackOnly(w[EMBEDDING], DLPackOnly.INT, 32)}),
      f"weight {EMBEDDING}: DLPack dtype \\(code 0, 32 bits"),
     (lambda w: w.update({EMBEDDING: DLPackOnly(w[EMBEDDING], DLPackOnly.FLOAT, 32, device_type=2)}),
-     f"weight {EMBEDDING} is in GPU memory"),
-], ids=["unknown-name", "wrong-shape", "int-buffer", "int-dlpack", "gpu-dlpack"])
+     f"tensor '{EMBEDDING}' is in GPU memory, and the cpu backend reads weights from host memory"),
+    (lambda w: w.update({EMBEDDING: DLPackOnly(np.ascontiguousarray(w[EMBEDDING].T), DLPackOnly.FLOAT, 32,
+                                               device_type=2, strides=(1, w[EMBEDDING].shape[0]),
+                                               shape=w[EMBEDDING].shape)}),
+     f"weight {EMBEDDING} is a GPU tensor that is not contiguous"),
+    (lambda w: w.update({EMBEDDING: DLPackOnly(w[EMBEDDING], DLPackOnly.FLOAT, 32, device_type=4)}),
+     f"weight {EMBEDDING} is in device memory of DLPack device type 4"),
+], ids=["unknown-name", "wrong-shape", "int-buffer", "int-dlpack", "gpu-dlpack", "strided-gpu-dlpack",
+        "opencl-dlpack"])
 def test_bad_weights_are_value_errors_that_change_nothing(models, expected, llm, break_weights, message):
     weights = weights_of(models[1])
     break_weights(weights)

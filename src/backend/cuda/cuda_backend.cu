@@ -3,6 +3,7 @@
 // error checks, the JET_PDL switch (kernel_util.cuh), and the factory functions registry.cpp calls.
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -107,9 +108,11 @@ Buffer CudaBackend::alloc(size_t bytes) {
                     "; ", free_bytes, " of ", total_bytes, " bytes free)"));
   }
   ++*memory_epoch_;
-  return Buffer(ptr, bytes, [epoch = memory_epoch_](void* p) {
+  *allocated_bytes_ += bytes;
+  return Buffer(ptr, bytes, [epoch = memory_epoch_, allocated = allocated_bytes_, bytes](void* p) {
     cudaFree(p);
     ++*epoch;
+    *allocated -= bytes;
   });
 }
 
@@ -121,6 +124,25 @@ Buffer CudaBackend::alloc_host(size_t bytes) {
     return Buffer(ptr, bytes, [](void* p) { cudaFreeHost(p); });
   cudaGetLastError();
   return Backend::alloc_host(bytes);
+}
+
+void CudaBackend::check_device_memory(const void* p, size_t bytes, const std::string& what) const {
+  cudaPointerAttributes at{};
+  if (cudaPointerGetAttributes(&at, p) != cudaSuccess) cudaGetLastError();
+  JET_CHECK(at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged, what,
+            " is not CUDA device memory of this process (a pointer CUDA does not know)");
+  JET_CHECK(at.device == device_, what, " is in the memory of GPU ", at.device, ", and the engine runs on GPU ",
+            device_, ": move it there (tensor.to('cuda:", device_, "')) or to the CPU");
+  (void)bytes;
+}
+
+// The tensor's producer (a trainer's stream) may still be writing it: wait for the whole device
+// first. The caller may free `src` as soon as this returns.
+void CudaBackend::copy_on_device(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  JET_CUDA_CHECK(cudaDeviceSynchronize());
+  JET_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  JET_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 void CudaBackend::upload(void* dst, const void* src, size_t bytes) {
@@ -140,13 +162,14 @@ void CudaBackend::download(void* dst, const void* src, size_t bytes) {
 void CudaBackend::synchronize() { JET_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
 // The engine may fill memory_utilization of the device's memory: the cache gets that share less
-// what is in use already (the weights, our workspaces, other processes) and the margin.
+// what this backend holds already (the weights, our workspaces), never more than is free (other
+// processes keep theirs), less the margin. Two engines of 0.45 each share one GPU.
 size_t CudaBackend::default_kv_budget_bytes(double memory_utilization) const {
   size_t free_bytes = 0, total_bytes = 0;
   JET_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  const double allowed = static_cast<double>(total_bytes) * memory_utilization;
-  const double in_use = static_cast<double>(total_bytes - free_bytes);
-  const double budget = allowed - in_use - static_cast<double>(kKvMargin);
+  const double share = static_cast<double>(total_bytes) * memory_utilization;
+  const double held = static_cast<double>(*allocated_bytes_ + workspace_bytes_);
+  const double budget = std::min(share - held, static_cast<double>(free_bytes)) - static_cast<double>(kKvMargin);
   return budget > 0 ? static_cast<size_t>(budget) : 0;
 }
 

@@ -35,6 +35,8 @@ class CudaBackend final : public Backend {
   void upload(void* dst, const void* src, size_t bytes) override;
   void download(void* dst, const void* src, size_t bytes) override;
   Buffer alloc_host(size_t bytes) override;
+  void check_device_memory(const void* p, size_t bytes, const std::string& what) const override;
+  void copy_on_device(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
   size_t default_kv_budget_bytes(double memory_utilization) const override;
 
@@ -75,6 +77,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<GemmPlans> gemm_plans_;
   // Bumped by every alloc() and every free of a Buffer it made (shared: a Buffer may outlive us).
   std::shared_ptr<std::atomic<uint64_t>> memory_epoch_ = std::make_shared<std::atomic<uint64_t>>(0);
+  // Bytes of the Buffers alloc() made that are still alive (the KV budget's "held by us").
+  std::shared_ptr<std::atomic<size_t>> allocated_bytes_ = std::make_shared<std::atomic<size_t>>(0);
   struct GraphCache;  // graphs.cu
   struct GraphCacheDeleter {
     void operator()(GraphCache* cache) const;
