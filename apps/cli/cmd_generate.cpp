@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -10,6 +11,7 @@
 
 #include "arg_parser.h"
 #include "commands.h"
+#include "data_parallel_run.h"
 #include "engine_flags.h"
 #include "jet/engine.h"
 #include "progress_bar.h"
@@ -30,6 +32,9 @@ Prompts
                             entropies, completion_ids, completion_text, finish_reason, num_forwards,
                             prompt_len); default: the completion text of each prompt
   --max-active N            stream with at most N prompts in flight (default: all at once)
+  --data-parallel N         run N engine processes, one on each of GPUs 0..N-1 (with --device cpu,
+                            N on the CPU, sharing its cores); the prompts are split between them by
+                            length, and the outputs come back in submission order (default 1)
 
 )";
 
@@ -80,53 +85,117 @@ nlohmann::json to_json(const GenerationOutput& out) {
           {"prompt_len", out.prompt_len}};
 }
 
+// The prompts as the engine takes them: text wrapped in the chat template when --chat.
+std::vector<Prompt> engine_prompts(const ArgParser& args, const Engine& engine, std::vector<Prompt> prompts) {
+  if (!args.has("--chat")) return prompts;
+  for (Prompt& p : prompts) {
+    const auto* text = std::get_if<std::string>(&p);
+    JET_CHECK(text, "--chat needs text prompts, not token ids");
+    p = engine.apply_chat_template({ChatMessage{"user", *text}});
+  }
+  return prompts;
+}
+
+// Decodes `prompts` on one engine; on_output(i, json) as each finishes, any order when streaming.
+void decode(const ArgParser& args, Engine& engine, const std::vector<Prompt>& prompts,
+            const std::function<void(size_t, const nlohmann::json&)>& on_output, const ProgressFn& progress) {
+  const SamplingParams params = read_sampling(args, engine);
+  const std::vector<Prompt> ready = engine_prompts(args, engine, prompts);
+  if (args.has("--max-active")) {
+    engine.generate_streaming(
+        ready, {params}, args.get_int32("--max-active", 0),
+        [&](size_t i, GenerationOutput&& out) { on_output(i, to_json(out)); }, progress);
+  } else {
+    const std::vector<GenerationOutput> outs = engine.generate(ready, {params}, progress);
+    for (size_t i = 0; i < outs.size(); ++i) on_output(i, to_json(outs[i]));
+  }
+}
+
+// What a rank costs to decode a prompt: its length (text at about 4 bytes a token) and the
+// completion budget.
+std::vector<int64_t> prompt_costs(const ArgParser& args, const std::vector<Prompt>& prompts) {
+  const int64_t max_tokens = args.get_int32("--max-tokens", SamplingParams{}.max_tokens);
+  std::vector<int64_t> costs;
+  for (const Prompt& p : prompts) {
+    const auto* text = std::get_if<std::string>(&p);
+    costs.push_back(max_tokens + (text ? int64_t(text->size() / 4 + 1) : int64_t(std::get<1>(p).size())));
+  }
+  return costs;
+}
+
+// The engine names a bad prompt by its place in the list it was given ("prompt 3: ..."); a rank
+// was given its share, so the place becomes the prompt's in the whole input.
+std::string with_global_prompt_index(const std::string& message, const std::vector<int64_t>& share) {
+  size_t local = 0, end = 0;
+  if (message.rfind("prompt ", 0) != 0) return message;
+  try {
+    local = std::stoul(message.substr(7), &end);
+  } catch (const std::exception&) {
+    return message;
+  }
+  if (local >= share.size() || message.compare(7 + end, 1, ":") != 0) return message;
+  return str("prompt ", share[local], message.substr(7 + end));
+}
+
 }  // namespace
 
 int cmd_generate(const Args& raw) {
-  ArgParser args(raw, with_sampling_value_flags(with_engine_value_flags({"--prompt", "--prompts", "--max-active"})),
-                 with_sampling_bool_flags(with_engine_bool_flags({"--chat", "--json", "--help"})));
+  ArgParser args(
+      raw,
+      with_sampling_value_flags(with_engine_value_flags({"--prompt", "--prompts", "--max-active", "--data-parallel"})),
+      with_sampling_bool_flags(with_engine_bool_flags({"--chat", "--json", "--help"})));
   if (args.has("--help")) {
     std::fputs(kHelp, stdout);
     std::fputs(kSamplingFlagsHelp, stdout);
     std::fputs(kEngineFlagsHelp, stdout);
     return 0;
   }
-  std::vector<Prompt> prompts = read_prompts(args);
-  Engine engine(read_engine_options(args));
-  const SamplingParams params = read_sampling(args, engine);
-  if (args.has("--chat")) {
-    for (Prompt& p : prompts) {
-      const auto* text = std::get_if<std::string>(&p);
-      JET_CHECK(text, "--chat needs text prompts, not token ids");
-      p = engine.apply_chat_template({ChatMessage{"user", *text}});
-    }
-  }
+  const std::vector<Prompt> prompts = read_prompts(args);
+  const int world = args.get_int32("--data-parallel", 1);
+  JET_CHECK(world >= 1 && world <= 4096, "flag --data-parallel expects a count of engine processes >= 1, got ", world);
+  const EngineOptions options = read_engine_options(args);
+  if (world > 1) rank_options(options, 0, world);  // a device the ranks cannot share fails here, once
 
   const bool json = args.has("--json");
   ProgressBar bar(prompts.size());
-  auto print = [&](const GenerationOutput& out) {
+  auto print = [&](const nlohmann::json& out) {
     bar.clear();  // stdout and stderr may share a terminal
     if (json) {
-      std::cout << to_json(out).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+      std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
     } else {
-      std::cout << out.completion_text << std::endl;
+      std::cout << out["completion_text"].get<std::string>() << std::endl;
     }
   };
-  auto progress = [&](size_t done, size_t, size_t tokens) { bar.update(done, tokens); };
-  if (args.has("--max-active")) {
-    // Streaming: outputs arrive as prompts finish; print them in submission order anyway.
-    std::vector<std::optional<GenerationOutput>> ready(prompts.size());
-    size_t next = 0;
-    engine.generate_streaming(
-        prompts, {params}, args.get_int32("--max-active", 0),
-        [&](size_t i, GenerationOutput&& out) {
-          ready[i] = std::move(out);
-          for (; next < ready.size() && ready[next]; ++next) print(*ready[next]);
+  if (world > 1) {
+    run_data_parallel(
+        world, prompt_costs(args, prompts),
+        [&](int rank, const std::vector<int64_t>& share, const RankChannel& channel) {
+          if (share.empty()) return;  // more ranks than prompts
+          Engine engine(rank_options(options, rank, world));
+          std::vector<Prompt> mine;
+          for (int64_t i : share) mine.push_back(prompts[size_t(i)]);
+          try {
+            decode(
+                args, engine, mine, [&](size_t i, const nlohmann::json& out) { channel.output(size_t(share[i]), out); },
+                [&](size_t done, size_t, size_t tokens) { channel.progress(done, tokens); });
+          } catch (const Error& e) {
+            throw Error(with_global_prompt_index(e.what(), share));
+          }
         },
-        progress);
-  } else {
-    for (const GenerationOutput& out : engine.generate(prompts, {params}, progress)) print(out);
+        print, [&](size_t done, size_t tokens) { bar.update(done, tokens); });
+    return 0;
   }
+  Engine engine(options);
+  // Streaming outputs arrive as prompts finish; print them in submission order anyway.
+  std::vector<std::optional<nlohmann::json>> ready(prompts.size());
+  size_t next = 0;
+  decode(
+      args, engine, prompts,
+      [&](size_t i, const nlohmann::json& out) {
+        ready[i] = out;
+        for (; next < ready.size() && ready[next]; ++next) print(*ready[next]);
+      },
+      [&](size_t done, size_t, size_t tokens) { bar.update(done, tokens); });
   return 0;
 }
 

@@ -12,6 +12,8 @@ import pickle
 import sys
 from datetime import timedelta
 
+from . import _jetengine
+
 # A rank that finishes its share waits at the gather for the slowest one, which may take hours on
 # a large rollout; a crashed rank is the launcher's to report (torchrun ends the others).
 GATHER_TIMEOUT = timedelta(hours=24)
@@ -82,16 +84,9 @@ class DataParallel:
         return cls(dist.get_rank(), dist.get_world_size(), _gloo_group(dist), dist)
 
     def shard(self, costs):
-        """This rank's prompt indices, ascending: largest cost first to the least loaded rank (ties
-        to the lower index and rank), the same on every rank."""
-        loads = [0] * self.world_size
-        mine = []
-        for index in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
-            target = min(range(self.world_size), key=lambda r: (loads[r], r))
-            loads[target] += costs[index]
-            if target == self.rank:
-                mine.append(index)
-        return sorted(mine)
+        """This rank's prompt indices, ascending (the engine's rule, include/jet/data_parallel.h:
+        largest cost first to the least loaded rank), the same on every rank."""
+        return _jetengine.data_parallel_share(costs, self.world_size, self.rank)
 
     def check_same_request(self, request, error):
         """Every rank must pass the same prompts and settings: raises on every rank, with the same

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engine_handle.h"
+#include "jet/data_parallel.h"
 
 namespace py = pybind11;
 using jet::python::EngineHandle;
@@ -34,6 +35,8 @@ void bind_options(py::module_& m) {
       .def_readwrite("load_format", &jet::EngineOptions::load_format);
 
   m.def("remasking_strategies", &jet::remasking_strategies, "The names remasking_strategy accepts");
+  m.def("data_parallel_share", &jet::data_parallel_share, py::arg("costs"), py::arg("world_size"), py::arg("rank"),
+        "The prompt indices one data-parallel rank decodes (include/jet/data_parallel.h)");
 
   py::class_<jet::SamplingParams>(m, "SamplingParams", "jet::SamplingParams (include/jet/engine.h)")
       .def(py::init<>())

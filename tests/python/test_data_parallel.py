@@ -2,7 +2,9 @@
 MASTER_PORT, as torchrun sets them, gloo on the CPU) that pass the same prompts each decode a share
 and both return what one engine returns, in submission order; requests that differ between ranks,
 a bad prompt or a rank that fails raise on every rank, and the ranks stay usable; without torch, or
-without a rendezvous address, the error names the fix. The share itself is checked without torch."""
+without a rendezvous address, the error names the fix. The share itself is checked without torch.
+The CLI's `generate --data-parallel N` (N engine processes, here on the CPU) prints what one
+engine prints, and a failing rank fails the command naming the rank and the prompt."""
 
 import importlib.util
 import json
@@ -14,12 +16,12 @@ import sys
 import numpy as np
 import pytest
 
-from jet_test_utils import BUILD, make_tiny_model
+from jet_test_utils import BUILD, make_tiny_model, run_cli
 
 sys.path.insert(0, str(BUILD / "python"))
 from jetengine import LLM, SamplingParams  # noqa: E402
 from jetengine.data_parallel import DataParallel  # noqa: E402
-from test_python_generate import ENGINE, assert_same_tokens, random_prompts  # noqa: E402
+from test_python_generate import CLI_ENGINE, ENGINE, assert_same_tokens, cli_generate, random_prompts  # noqa: E402
 
 WORKER = os.path.join(os.path.dirname(__file__), "data_parallel_worker.py")
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch.distributed")
@@ -159,3 +161,41 @@ def test_the_shares_cover_every_prompt_once_and_balance_the_tokens(world):
     assert [DataParallel(0, world, None, None).shard(costs)] == shares[:1]  # the same on every call
     assert DataParallel(1, 4, None, None).shard([7, 7]) == [1]
     assert DataParallel(3, 4, None, None).shard([7, 7]) == []
+
+
+@pytest.mark.parametrize("flags", [
+    ["--temperature", "0", "--max-tokens", "12"],
+    ["--temperature", "0.9", "--top-k", "20", "--seed", "5", "--max-tokens", "10", "--max-active", "2"],
+], ids=["greedy", "seeded-streaming"])
+@pytest.mark.parametrize("world", [2, 3])
+def test_cli_data_parallel_prints_what_one_engine_prints(model, flags, world):
+    prompts = random_prompts(7, seed=world, low=2, high=30)
+    single = cli_generate(model, prompts, *flags)
+    assert_same_tokens(cli_generate(model, prompts, "--data-parallel", str(world), *flags), single)
+    # More ranks than prompts: the rank with none finishes at once.
+    assert_same_tokens(cli_generate(model, prompts[:2], "--data-parallel", str(world), *flags), single[:2])
+
+
+def test_cli_data_parallel_names_the_failing_rank_and_prompt(model):
+    path = model / "dp_bad_prompts.jsonl"
+    path.write_text("[5, 6, 7]\n[3, 4000000]\n[8, 9]\n")
+    done = run_cli(["generate", "--model", model, "--prompts", path, "--data-parallel", "2", *CLI_ENGINE])
+    assert done.returncode == 1 and done.stdout == ""
+    assert "error: rank" in done.stderr and "prompt 1: prompt token id 4000000 is outside the vocabulary" in done.stderr
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--data-parallel", "0"], "--data-parallel expects a count of engine processes >= 1, got 0"),
+    (["--data-parallel", "2", "--device", "cuda:1"], "give --device cuda (or auto, or cpu), not cuda:1"),
+])
+def test_cli_data_parallel_bad_flags_are_named(model, flags, message):
+    done = run_cli(["generate", "--model", model, "--prompt", "hi", *flags])
+    assert done.returncode != 0 and message in done.stderr, done.stderr
+
+
+def test_cli_data_parallel_on_gpus_that_are_not_there_fails_per_rank(model):
+    done = run_cli(["generate", "--model", model, "--prompt", "hi", "--data-parallel", "2", "--device", "cuda",
+                    "--max-tokens", "4"])
+    if done.returncode == 0:
+        pytest.skip("this machine has the GPUs")
+    assert "error: rank" in done.stderr and "cuda:" in done.stderr, done.stderr
