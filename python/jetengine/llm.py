@@ -6,6 +6,7 @@ import os
 
 from . import _jetengine
 from ._checks import check_bool, check_int, check_token_ids
+from .call_profile import CallProfile, check_profile
 from .config import Config
 from .data_parallel import DataParallel
 from .progress import Progress
@@ -48,15 +49,20 @@ class LLM:
         vocab, block_length, mask_token_id, eos_token_ids, kv_pages, kv_page_size, device."""
         return self._engine.summary()
 
-    def generate(self, prompts, sampling_params=None, use_tqdm=True):
+    def generate(self, prompts, sampling_params=None, use_tqdm=True, profile=False, profile_dir=None):
         """Decodes every prompt (all submitted at once; max_num_seqs run together).
 
         prompts: a list of str or a list of token-id lists. sampling_params: one SamplingParams
-        for all prompts or a list with one per prompt (None = SamplingParams()).
+        for all prompts or a list with one per prompt (None = SamplingParams()). profile=True
+        (TraceRL's JetEngine's keyword) writes a JSON summary of the call to profile_dir (None =
+        "profiler_traces"): wall time, completion tokens and tok/s, forwards, and the seconds the
+        device waited for the host.
         """
-        return self._run(prompts, sampling_params, use_tqdm, "Generating", self._engine.generate)
+        return self._run(prompts, sampling_params, use_tqdm, "Generating", self._engine.generate,
+                         check_profile(profile, profile_dir))
 
-    def generate_streaming(self, prompts, sampling_params=None, max_active=None, use_tqdm=True):
+    def generate_streaming(self, prompts, sampling_params=None, max_active=None, use_tqdm=True, profile=False,
+                           profile_dir=None):
         """Like generate, with at most max_active prompts in the engine at any time; a new one
         enters as soon as one finishes (None = max_num_seqs). Returns when all are done."""
         window = 0 if max_active is None else check_int("max_active", max_active, minimum=1, maximum=2**31 - 1)
@@ -64,7 +70,7 @@ class LLM:
         def run(prompt_ids, params, progress):
             return self._engine.generate_streaming(prompt_ids, params, window, progress)
 
-        return self._run(prompts, sampling_params, use_tqdm, "Streaming", run)
+        return self._run(prompts, sampling_params, use_tqdm, "Streaming", run, check_profile(profile, profile_dir))
 
     def update_weights(self, weights):
         """Overwrites the named weights in place; the KV cache and all other weights stay.
@@ -143,11 +149,11 @@ class LLM:
     def has_weights(self):
         return self._engine.has_weights()
 
-    def _run(self, prompts, sampling_params, use_tqdm, description, run):
+    def _run(self, prompts, sampling_params, use_tqdm, description, run, profile):
         dp = self._data_parallel
         if dp is None:
             prompt_ids, params = self._request(prompts, sampling_params, use_tqdm)
-            return self._decode(prompt_ids, params, use_tqdm, description, run)
+            return self._decode(prompt_ids, params, use_tqdm, description, run, profile, 0)
         try:
             prompt_ids, params = self._request(prompts, sampling_params, use_tqdm)
             error = None
@@ -159,7 +165,7 @@ class LLM:
         try:
             outputs = self._decode([prompt_ids[i] for i in indices], [params[i] for i in indices]
                                    if len(params) > 1 else params, use_tqdm and dp.rank == 0,
-                                   f"{description} (rank 0 of {dp.world_size})", run)
+                                   f"{description} (rank 0 of {dp.world_size})", run, profile, dp.rank)
             error = None
         except BaseException as e:  # Ctrl-C included: the other ranks learn of it at the gather
             outputs, error = None, e
@@ -177,13 +183,15 @@ class LLM:
                                "call reload_from_hf_model(model) or reload_from_path(dir) first")
         return prompt_ids, params
 
-    def _decode(self, prompt_ids, params, use_tqdm, description, run):
+    def _decode(self, prompt_ids, params, use_tqdm, description, run, profile, rank):
         if not prompt_ids:
             return []
+        call = CallProfile(self._engine, *profile, description.split()[0].lower(), rank)
         with Progress(len(prompt_ids), use_tqdm, description) as progress:
             outputs = run(prompt_ids, params, progress.callback())
         for output in outputs:
             output["first_unmask_times"] = list(output["trajectory"])
+        call.finish(outputs)
         return outputs
 
     def _on_gpu(self):

@@ -175,6 +175,11 @@ std::string EngineHandle::apply_chat_template(const std::vector<ChatMessage>& me
   return engine_->apply_chat_template(messages, options);
 }
 
+std::pair<int64_t, double> EngineHandle::counters() {
+  std::lock_guard lock(run_mutex_);
+  return {engine_->num_forwards(), engine_->device_idle_seconds()};
+}
+
 ModelSummary EngineHandle::summary() const {
   std::shared_lock lock(tokenizer_mutex_);  // reload_from_path replaces the summary too
   return engine_->summary();

@@ -10,6 +10,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "host_weights.h"
@@ -56,6 +57,8 @@ class EngineHandle {
   std::string apply_chat_template(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
                                   std::optional<bool> enable_thinking, const std::string& extra_variables_json) const;
   ModelSummary summary() const;
+  // (model forwards, seconds the device sat idle between forwards) since construction.
+  std::pair<int64_t, double> counters();
 
  private:
   std::unique_ptr<Engine> engine_;

@@ -108,7 +108,8 @@ void bind_engine(py::module_& m) {
       .def("pad_id", &EngineHandle::pad_id, release_gil())
       .def("apply_chat_template", &EngineHandle::apply_chat_template, py::arg("messages"),
            py::arg("add_generation_prompt"), py::arg("enable_thinking"), py::arg("extra_variables_json"), release_gil())
-      .def("summary", &EngineHandle::summary, release_gil());
+      .def("summary", &EngineHandle::summary, release_gil())
+      .def("counters", &EngineHandle::counters, release_gil());
 }
 
 }  // namespace

@@ -185,6 +185,29 @@ def test_500_prompts_streaming_come_back_in_order(llm):
     assert_same_tokens(streamed, llm.generate(prompts, params, use_tqdm=False))
 
 
+def test_profile_writes_a_summary_of_each_call(llm, tmp_path):
+    prompts = random_prompts(5, seed=8)
+    params = SamplingParams(temperature=0, max_tokens=9)
+    plain = llm.generate(prompts, params, use_tqdm=False)
+    outs = llm.generate(prompts, params, use_tqdm=False, profile=True, profile_dir=tmp_path / "traces")
+    assert_same_tokens(outs, plain)
+    llm.generate_streaming(prompts, params, max_active=2, use_tqdm=False, profile=True, profile_dir=tmp_path / "traces")
+    files = sorted((tmp_path / "traces").iterdir(), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+    assert len(files) == 2
+    first, second = (json.loads(f.read_text()) for f in files)
+    assert (first["method"], second["method"]) == ("generating", "streaming")
+    for summary in (first, second):
+        assert summary["prompts"] == 5 and summary["rank"] == 0
+        assert summary["completion_tokens"] == sum(len(o["completion_ids"]) for o in outs)
+        assert summary["forwards"] >= 9 // 4 and summary["wall_seconds"] > 0
+        assert summary["tokens_per_second"] == pytest.approx(summary["completion_tokens"] / summary["wall_seconds"])
+        assert 0 <= summary["device_idle_seconds"] <= summary["wall_seconds"]
+    with pytest.raises(TypeError, match="profile must be True or False"):
+        llm.generate(prompts, params, profile="yes")
+    with pytest.raises(TypeError, match="profile_dir must be a path or None"):
+        llm.generate(prompts, params, profile=True, profile_dir=3)
+
+
 def test_empty_prompt_list_gives_no_outputs(llm):
     assert llm.generate([], SamplingParams()) == []
     assert llm.generate_streaming([], SamplingParams(), max_active=4) == []
