@@ -1,11 +1,16 @@
 """examples/ stay runnable: each runs to completion on a tiny model and prints what it promises."""
 
+import json
 import os
 import subprocess
+import sys
 
 import pytest
 
 from jet_test_utils import BUILD, REPO, make_tiny_model
+
+sys.path.insert(0, str(REPO / "tools"))
+import arith_tasks  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +37,21 @@ def test_streaming(model):
     assert out.startswith("20 completions,") and out.count("Q: ") == 4
 
 
-def test_rl_loop(model):
-    out = run_example("rl_loop.py", "--model", model, "--device", "cpu", "--steps", "2")
-    assert "step 0:" in out and "step 1:" in out and "after reload_from_hf_model:" in out
+def test_rl_loop_scores_samples_and_keeps_their_step_maps(tmp_path):
+    """On the demo model: every sample is scored against its answer, advantages are centred per
+    problem, each step map has one denoising step per completion token, and the loop (sleep,
+    update_weights, wake_up; then sleep(2) and reload_from_hf_model) runs through."""
+    path = tmp_path / "rollouts.jsonl"
+    out = run_example("rl_loop.py", "--device", "cpu", "--steps", "2", "--problems", "6", "--samples", "3",
+                      "--out", path)
+    assert "step 0: reward" in out and "step 1: reward" in out and "after reload_from_hf_model: reward" in out
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["step"] for r in records] == [0] * 18 + [1] * 18
+    for r in records:
+        assert r["reward"] == float(arith_tasks.check(r["completion"], r["answer"]))
+        assert len(r["step_map"]) == len(r["completion_ids"]) > 0
+        assert min(r["step_map"]) >= 1 and max(r["step_map"]) <= len(r["completion_ids"])
+    for start in range(0, len(records), 3):
+        assert sum(r["advantage"] for r in records[start:start + 3]) == pytest.approx(0.0, abs=1e-9)
+    # The demo model answers most of its own tasks even when sampling: scoring sees right answers.
+    assert sum(r["reward"] for r in records[:18]) >= 9
