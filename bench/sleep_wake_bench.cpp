@@ -88,10 +88,13 @@ int main(int argc, char** argv) {
   const double steady = seconds([&] { engine.generate(prompts, {greedy}); });
   const double awake_free = free_gib();
 
-  double sleep_s = 1e9, wake_weights_s = 1e9, wake_kv_s = 1e9, after_wake_s = 1e9, asleep_free = 0, weights_gb = 0;
+  double first_sleep_s = 0, sleep_s = 1e9, wake_weights_s = 1e9, wake_kv_s = 1e9, after_wake_s = 1e9, asleep_free = 0,
+         weights_gb = 0;
   bool same = true;
   for (int r = 0; r < rounds; ++r) {
-    sleep_s = std::min(sleep_s, seconds([&] { engine.sleep(1); }));
+    const double s = seconds([&] { engine.sleep(1); });
+    if (r == 0) first_sleep_s = s;  // pins the host memory that later sleeps reuse
+    sleep_s = std::min(sleep_s, rounds > 1 && r == 0 ? 1e9 : s);
     asleep_free = free_gib();
     wake_weights_s = std::min(wake_weights_s, seconds([&] { engine.wake_up(/*weights=*/true, /*kv_cache=*/false); }));
     weights_gb = (asleep_free - free_gib()) * (1 << 30) / 1e9;
@@ -103,15 +106,17 @@ int main(int argc, char** argv) {
   const double freed_gb = (asleep_free - awake_free) * (1 << 30) / 1e9;
   std::printf("link: %.1f GB/s host->device, %.1f GB/s device->host (pinned, 1 GiB)\n", up_gbps, down_gbps);
   std::printf("generate: first %.3f s, steady %.3f s (batch %d, 64 + 64 tokens)\n", first, steady, batch);
-  std::printf("sleep(1): %.3f s (floor %.3f s: %.2f GB of weights at %.1f GB/s); %.2f GB of device memory freed\n",
-              sleep_s, weights_gb / down_gbps, weights_gb, down_gbps, freed_gb);
+  std::printf(
+      "sleep(1): first %.3f s (pins the host copy), again %.3f s (floor %.3f s: %.2f GB of weights at %.1f GB/s); "
+      "%.2f GB of device memory freed\n",
+      first_sleep_s, sleep_s, weights_gb / down_gbps, weights_gb, down_gbps, freed_gb);
   std::printf("wake_up: weights %.3f s (floor %.3f s), KV cache %.3f s; first generate after it %.3f s; outputs %s\n",
               wake_weights_s, weights_gb / up_gbps, wake_kv_s, after_wake_s, same ? "identical" : "DIFFER");
   std::printf(
-      "{\"weights_gb\": %.3f, \"freed_gb\": %.3f, \"sleep_s\": %.4f, \"sleep_floor_s\": %.4f, "
+      "{\"weights_gb\": %.3f, \"freed_gb\": %.3f, \"first_sleep_s\": %.4f, \"sleep_s\": %.4f, \"sleep_floor_s\": %.4f, "
       "\"wake_weights_s\": %.4f, \"wake_floor_s\": %.4f, \"wake_kv_s\": %.4f, \"first_generate_s\": %.4f, "
       "\"steady_generate_s\": %.4f, \"after_wake_generate_s\": %.4f, \"identical\": %s}\n",
-      weights_gb, freed_gb, sleep_s, weights_gb / down_gbps, wake_weights_s, weights_gb / up_gbps, wake_kv_s, first,
-      steady, after_wake_s, same ? "true" : "false");
+      weights_gb, freed_gb, first_sleep_s, sleep_s, weights_gb / down_gbps, wake_weights_s, weights_gb / up_gbps,
+      wake_kv_s, first, steady, after_wake_s, same ? "true" : "false");
   return same ? 0 : 1;
 }

@@ -70,7 +70,8 @@ class Model {
   void release();
   // Sleep: copies the weights to host memory and frees their backend memory (and the activation
   // scratch); has_weights() is false until wake_weights puts them back, bit for bit, in new
-  // backend memory (a no-op when not asleep). load and release end the sleep too.
+  // backend memory (a no-op when not asleep). load and release end the sleep too. The host
+  // memory stays for the next sleep until release (RL loops sleep every step).
   void sleep_weights();
   void wake_weights();
   bool weights_asleep() const { return asleep_.has_value(); }
@@ -103,11 +104,16 @@ class Model {
   ModelWeights weights_;
   std::map<std::string, WeightSlot> slots_;  // checkpoint name -> place in weights_
   std::vector<Buffer> scratch_;              // activation buffers, grown on demand and reused
-  struct HostWeights {
-    std::vector<Buffer> copies;          // host copies of weights_.storage, in its order
-    std::vector<const void*> old_bases;  // where each buffer was, for the tensors pointing into it
+  struct HostWeights {  // where each of weights_.storage's buffers was and where host_copy_ holds it
+    struct Part {
+      const void* old_base;
+      size_t bytes, offset;
+    };
+    std::vector<Part> parts;
+    size_t bytes = 0;  // of host_copy_ in use, and of the device buffer the weights wake in
   };
   std::optional<HostWeights> asleep_;
+  Buffer host_copy_;  // the weights while asleep; kept for the next sleep, freed by release()
 };
 
 // Reads config.json and the checkpoint in `dir`, validates every tensor, and uploads the weights;

@@ -293,6 +293,7 @@ void Model::update(const TensorSource& source) {
 
 void Model::release() {
   asleep_.reset();
+  host_copy_ = Buffer();
   weights_ = ModelWeights{};
   slots_.clear();
   scratch_.clear();

@@ -1,7 +1,9 @@
 // Model::sleep_weights / wake_weights: the weights move to host memory and back, bit for bit, so
 // that an engine can hand the device to a trainer between rollouts without reloading them. The
-// weight tensors and checkpoint slots keep their layout; on wake every pointer into the old
-// backend buffers is moved to the same offset of the new ones.
+// weight buffers are copied back to back into one host buffer, which stays for the next sleep
+// (pinning host memory costs far more than the copy), and wake in one device buffer of the same
+// layout: one allocation and one copy at the link's rate. The weight tensors and checkpoint slots
+// keep their layout; on wake every pointer into an old buffer moves to its offset in the new one.
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -12,11 +14,16 @@ namespace jet {
 
 namespace {
 
+// Offsets in the packed buffers keep every weight as aligned as its own allocation was.
+constexpr size_t kPackAlignment = 256;
+
+size_t packed(size_t bytes) { return (bytes + kPackAlignment - 1) / kPackAlignment * kPackAlignment; }
+
 // Where each old backend buffer's bytes went: [old, old + bytes) -> fresh.
 class Relocation {
  public:
-  void add(const void* old_base, size_t bytes, void* fresh) {
-    if (old_base) moves_.push_back({static_cast<const char*>(old_base), bytes, static_cast<char*>(fresh)});
+  void add(const void* old_base, size_t bytes, char* fresh) {
+    if (old_base) moves_.push_back({static_cast<const char*>(old_base), bytes, fresh});
   }
 
   void sort() {
@@ -54,12 +61,19 @@ class Relocation {
 void Model::sleep_weights() {
   if (!has_weights()) return;  // freed, or asleep already
   HostWeights host;
-  for (const Buffer& b : weights_.storage) {
-    Buffer copy = backend_.alloc_host(b.bytes());
-    backend_.download(copy.data(), b.data(), b.bytes());
-    host.old_bases.push_back(b.data());
-    host.copies.push_back(std::move(copy));
+  size_t total = 0;
+  for (const Buffer& b : weights_.storage) total += packed(b.bytes());
+  if (host_copy_.bytes() < total) {
+    host_copy_ = Buffer();  // the old one first: host memory may be tight too
+    host_copy_ = backend_.alloc_host(total);
   }
+  size_t offset = 0;
+  for (const Buffer& b : weights_.storage) {
+    backend_.download(static_cast<char*>(host_copy_.data()) + offset, b.data(), b.bytes());
+    host.parts.push_back({b.data(), b.bytes(), offset});
+    offset += packed(b.bytes());
+  }
+  host.bytes = total;
   weights_.storage.clear();  // frees the backend memory; has_weights() is false until wake
   scratch_.clear();          // activations regrow on the next forward
   asleep_ = std::move(host);
@@ -67,13 +81,11 @@ void Model::sleep_weights() {
 
 void Model::wake_weights() {
   if (!asleep_) return;
-  std::vector<Buffer> storage;
+  Buffer arena = backend_.alloc(asleep_->bytes);  // throws, still asleep, when the device is full
+  backend_.upload(arena.data(), host_copy_.data(), asleep_->bytes);
   Relocation moved;
-  for (size_t k = 0; k < asleep_->copies.size(); ++k) {
-    const Buffer& copy = asleep_->copies[k];
-    storage.push_back(backend_.alloc(copy.bytes()));  // throws, still asleep, when the device is full
-    backend_.upload(storage.back().data(), copy.data(), copy.bytes());
-    moved.add(asleep_->old_bases[k], copy.bytes(), storage.back().data());
+  for (const HostWeights::Part& part : asleep_->parts) {
+    moved.add(part.old_base, part.bytes, static_cast<char*>(arena.data()) + part.offset);
   }
   moved.sort();
   moved.apply(weights_.embed);
@@ -87,16 +99,11 @@ void Model::wake_weights() {
     moved.apply(slot.data);
     moved.apply(slot.scale);
   }
-  weights_.storage = std::move(storage);
+  weights_.storage.clear();
+  weights_.storage.push_back(std::move(arena));
   asleep_.reset();
 }
 
-size_t Model::asleep_bytes() const {
-  size_t bytes = 0;
-  if (asleep_) {
-    for (const Buffer& b : asleep_->copies) bytes += b.bytes();
-  }
-  return bytes;
-}
+size_t Model::asleep_bytes() const { return asleep_ ? asleep_->bytes : 0; }
 
 }  // namespace jet

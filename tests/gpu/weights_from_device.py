@@ -2,8 +2,9 @@
 """Weight updates from CUDA tensors through the Python package, on the GPU: the trained demo
 model (models/sdar-tiny-arith) updated with perturbed weights given as CUDA bf16 tensors (copied on
 the device), as CUDA f32 tensors (converted on the host) and through reload_from_hf_model must
-decode exactly as the same weights given from host memory, and restoring the originals restores
-the outputs. Then the time of a whole update of SDAR-4B's shapes (8 GB of bf16) from CUDA tensors
+decode exactly (tokens and logprobs) as the same weights given from host memory, and restoring the
+originals restores the outputs; the perturbation must change them, so that an update that did
+nothing fails. Then the time of a whole update of SDAR-4B's shapes (8 GB of bf16) from CUDA tensors
 against the same update from pinned host tensors.
 
 Usage: python3 tests/gpu/weights_from_device.py BUILD_DIR   (BUILD_DIR built with -DJET_PYTHON=ON;
@@ -47,17 +48,19 @@ def parity(LLM, SamplingParams):
     greedy = SamplingParams(temperature=0, max_tokens=32)
 
     def decode():
-        return [o["completion_ids"] for o in llm.generate(prompts, greedy, use_tqdm=False)]
+        """Tokens and logprobs: the same weights, bit for bit, give the same of both."""
+        return [(o["completion_ids"], o["logprobs"]) for o in llm.generate(prompts, greedy, use_tqdm=False)]
 
     original = {k: v.to(torch.bfloat16) for k, v in load_file(str(MODEL / "model.safetensors")).items()}
     gen = torch.Generator().manual_seed(0)
-    perturbed = {k: (v.float() + 0.1 * v.float().std() * torch.randn(v.shape, generator=gen)).to(torch.bfloat16)
+    perturbed = {k: (v.float() + 0.3 * v.float().std() * torch.randn(v.shape, generator=gen)).to(torch.bfloat16)
                  for k, v in original.items()}
     before = decode()
     llm.update_weights(perturbed)
     from_host = decode()
     ok = check("perturbed weights change the outputs", from_host != before,
-               f"{sum(a != b for a, b in zip(from_host, before))}/64 prompts differ")
+               f"{sum(a != b for a, b in zip(from_host, before))}/64 prompts differ in tokens or logprobs, "
+               f"{sum(a[0] != b[0] for a, b in zip(from_host, before))}/64 in tokens")
     results = []
     for label, give in (
             ("update_weights from CUDA bf16 tensors (copied on the device)",
