@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "data_parallel_run.h"
 #include "engine_flags.h"
+#include "jet/data_parallel.h"
 #include "jet/engine.h"
 #include "progress_bar.h"
 #include "sampling_flags.h"
@@ -166,36 +167,52 @@ int cmd_generate(const Args& raw) {
       std::cout << out["completion_text"].get<std::string>() << std::endl;
     }
   };
-  if (world > 1) {
-    run_data_parallel(
-        world, prompt_costs(args, prompts),
-        [&](int rank, const std::vector<int64_t>& share, const RankChannel& channel) {
-          if (share.empty()) return;  // more ranks than prompts
-          Engine engine(rank_options(options, rank, world));
-          std::vector<Prompt> mine;
-          for (int64_t i : share) mine.push_back(prompts[size_t(i)]);
-          try {
-            decode(
-                args, engine, mine, [&](size_t i, const nlohmann::json& out) { channel.output(size_t(share[i]), out); },
-                [&](size_t done, size_t, size_t tokens) { channel.progress(done, tokens); });
-          } catch (const Error& e) {
-            throw Error(with_global_prompt_index(e.what(), share));
-          }
-        },
-        print, [&](size_t done, size_t tokens) { bar.update(done, tokens); });
-    return 0;
-  }
-  Engine engine(options);
-  // Streaming outputs arrive as prompts finish; print them in submission order anyway.
+  // Outputs arrive as prompts finish (streaming, or from several ranks); printed in submission order.
   std::vector<std::optional<nlohmann::json>> ready(prompts.size());
   size_t next = 0;
-  decode(
-      args, engine, prompts,
-      [&](size_t i, const nlohmann::json& out) {
-        ready[i] = out;
-        for (; next < ready.size() && ready[next]; ++next) print(*ready[next]);
+  auto arrived = [&](size_t i, const nlohmann::json& out) {
+    ready[i] = out;
+    for (; next < ready.size() && ready[next]; ++next) print(*ready[next]);
+  };
+  if (world == 1) {
+    Engine engine(options);
+    decode(args, engine, prompts, arrived, [&](size_t done, size_t, size_t tokens) { bar.update(done, tokens); });
+    return 0;
+  }
+  const std::vector<int64_t> costs = prompt_costs(args, prompts);
+  std::vector<std::pair<size_t, size_t>> progress(world);  // each rank's prompts done and tokens
+  run_data_parallel(
+      world,
+      [&](int rank, const RankChannel& channel) {
+        const std::vector<int64_t> share = data_parallel_share(costs, world, rank);
+        if (share.empty()) return;  // more ranks than prompts
+        Engine engine(rank_options(options, rank, world));
+        std::vector<Prompt> mine;
+        for (int64_t i : share) mine.push_back(prompts[size_t(i)]);
+        try {
+          decode(
+              args, engine, mine,
+              [&](size_t i, const nlohmann::json& out) {
+                channel.send({{"index", share[i]}, {"output", out}});
+              },
+              [&](size_t done, size_t, size_t tokens) {
+                channel.send({{"done", done}, {"tokens", tokens}});
+              });
+        } catch (const Error& e) {
+          throw Error(with_global_prompt_index(e.what(), share));
+        }
       },
-      [&](size_t done, size_t, size_t tokens) { bar.update(done, tokens); });
+      [&](int rank, const nlohmann::json& message) {
+        if (message.contains("output")) {
+          arrived(message["index"].get<size_t>(), message["output"]);
+          return;
+        }
+        progress[rank] = {message["done"].get<size_t>(), message["tokens"].get<size_t>()};
+        size_t done = 0, tokens = 0;
+        for (const auto& [d, t] : progress) done += d, tokens += t;
+        bar.update(done, tokens);
+      });
+  JET_CHECK(next == prompts.size(), "--data-parallel: ", prompts.size() - next, " outputs never arrived");
   return 0;
 }
 

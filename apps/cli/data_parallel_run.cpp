@@ -1,20 +1,22 @@
-// run_data_parallel: fork, one pipe of JSON lines per rank, poll, gather in submission order.
+// run_data_parallel: fork, one pipe of JSON lines per rank, poll; a process-shared barrier.
 #include "data_parallel_run.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
-#include "jet/data_parallel.h"
 
 namespace jet::cli {
 
@@ -28,9 +30,7 @@ void RankChannel::send(const nlohmann::json& line) const {
   }
 }
 
-void RankChannel::output(size_t index, const nlohmann::json& out) const { send({{"index", index}, {"output", out}}); }
-void RankChannel::progress(size_t done, size_t tokens) const { send({{"done", done}, {"tokens", tokens}}); }
-void RankChannel::error(const std::string& message) const { send({{"error", message}}); }
+void RankChannel::wait_for_all() const { pthread_barrier_wait(static_cast<pthread_barrier_t*>(barrier_)); }
 
 EngineOptions rank_options(EngineOptions options, int rank, int world) {
   if (world == 1) return options;
@@ -53,8 +53,32 @@ struct Rank {
   pid_t pid = -1;
   int fd = -1;
   std::string pending;  // bytes after the last full line
-  size_t done = 0, tokens = 0;
   bool finished = false;
+};
+
+// A barrier of `count` processes in memory the forked ranks share; unmapped when this goes.
+class SharedBarrier {
+ public:
+  explicit SharedBarrier(unsigned count) {
+    void* p = mmap(nullptr, sizeof(pthread_barrier_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    JET_CHECK(p != MAP_FAILED, "--data-parallel: cannot map shared memory: ", std::strerror(errno));
+    barrier_ = static_cast<pthread_barrier_t*>(p);
+    pthread_barrierattr_t attr;
+    pthread_barrierattr_init(&attr);
+    pthread_barrierattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+    pthread_barrier_init(barrier_, &attr, count);
+    pthread_barrierattr_destroy(&attr);
+  }
+  ~SharedBarrier() {
+    pthread_barrier_destroy(barrier_);
+    munmap(barrier_, sizeof(pthread_barrier_t));
+  }
+  SharedBarrier(const SharedBarrier&) = delete;
+  SharedBarrier& operator=(const SharedBarrier&) = delete;
+  void* get() const { return barrier_; }
+
+ private:
+  pthread_barrier_t* barrier_;
 };
 
 void stop_all(std::vector<Rank>& ranks) {
@@ -70,11 +94,10 @@ void stop_all(std::vector<Rank>& ranks) {
 
 }  // namespace
 
-void run_data_parallel(int world, const std::vector<int64_t>& costs,
-                       const std::function<void(int, const std::vector<int64_t>&, const RankChannel&)>& work,
-                       const std::function<void(const nlohmann::json&)>& on_output,
-                       const std::function<void(size_t, size_t)>& on_progress) {
+void run_data_parallel(int world, const std::function<void(int, const RankChannel&)>& work,
+                       const std::function<void(int, const nlohmann::json&)>& on_message) {
   std::fflush(nullptr);  // nothing buffered may be written twice
+  const SharedBarrier barrier(static_cast<unsigned>(world));
   std::vector<Rank> ranks(world);
   for (int r = 0; r < world; ++r) {
     int fds[2];
@@ -83,12 +106,12 @@ void run_data_parallel(int world, const std::vector<int64_t>& costs,
     if (pid == 0) {  // the rank: its share, then exit without running the parent's destructors
       close(fds[0]);
       for (int q = 0; q < r; ++q) close(ranks[q].fd);
-      const RankChannel channel(fds[1]);
+      const RankChannel channel(fds[1], barrier.get());
       int status = 0;
       try {
-        work(r, data_parallel_share(costs, world, r), channel);
+        work(r, channel);
       } catch (const std::exception& e) {
-        channel.error(e.what());
+        channel.send({{"error", e.what()}});
         status = 1;
       }
       std::fflush(nullptr);
@@ -104,25 +127,17 @@ void run_data_parallel(int world, const std::vector<int64_t>& costs,
     ranks[r].fd = fds[0];
   }
 
-  std::map<size_t, nlohmann::json> waiting;  // outputs that arrived before an earlier one
-  size_t next = 0;
   std::optional<std::string> failure;
   auto handle = [&](int r, const std::string& line) {
     const nlohmann::json j = nlohmann::json::parse(line);
-    if (j.contains("error")) {
+    if (j.is_object() && j.contains("error")) {
       failure = str("rank ", r, ": ", j["error"].get<std::string>());
-    } else if (j.contains("output")) {
-      waiting.emplace(j["index"].get<size_t>(), j["output"]);
-      for (auto it = waiting.find(next); it != waiting.end(); it = waiting.find(++next)) {
-        on_output(it->second);
-        waiting.erase(it);
-      }
     } else {
-      ranks[r].done = j["done"].get<size_t>();
-      ranks[r].tokens = j["tokens"].get<size_t>();
-      size_t done = 0, tokens = 0;
-      for (const Rank& q : ranks) done += q.done, tokens += q.tokens;
-      on_progress(done, tokens);
+      try {
+        on_message(r, j);
+      } catch (const std::exception& e) {  // the ranks are stopped below either way
+        failure = e.what();
+      }
     }
   };
   for (size_t open = ranks.size(); open > 0 && !failure;) {
@@ -165,8 +180,6 @@ void run_data_parallel(int world, const std::vector<int64_t>& costs,
   }
   stop_all(ranks);
   if (failure) throw Error(*failure);
-  JET_CHECK(waiting.empty() && next == costs.size(), "--data-parallel: ", costs.size() - next,
-            " outputs never arrived");
 }
 
 }  // namespace jet::cli

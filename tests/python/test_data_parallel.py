@@ -4,7 +4,8 @@ and both return what one engine returns, in submission order; requests that diff
 a bad prompt or a rank that fails raise on every rank, and the ranks stay usable; without torch, or
 without a rendezvous address, the error names the fix. The share itself is checked without torch.
 The CLI's `generate --data-parallel N` (N engine processes, here on the CPU) prints what one
-engine prints, and a failing rank fails the command naming the rank and the prompt."""
+engine prints, and a failing rank fails the command naming the rank and the prompt; `bench
+--data-parallel N` decodes the same tokens per row as one engine."""
 
 import importlib.util
 import json
@@ -199,3 +200,22 @@ def test_cli_data_parallel_on_gpus_that_are_not_there_fails_per_rank(model):
     if done.returncode == 0:
         pytest.skip("this machine has the GPUs")
     assert "error: rank" in done.stderr and "cuda:" in done.stderr, done.stderr
+
+
+def bench_rows(done):
+    """(batch, tokens) of each Mode 1 row and the Mode 2 line's tokens."""
+    assert done.returncode == 0, done.stderr
+    rows = [tuple(map(int, line.split()[:2])) for line in done.stdout.splitlines() if line.split()[0].isdigit()]
+    mode2 = [int(line.split(": ")[2].split()[0]) for line in done.stdout.splitlines() if line.startswith("mode 2:")]
+    return rows, mode2
+
+
+def test_cli_bench_data_parallel_decodes_what_one_engine_decodes(model):
+    flags = ["bench", "--model", model, "--batches", "1,3,8", "--max-tokens", "12", "--mode2", "5",
+             "--max-active", "2", *CLI_ENGINE]
+    single = bench_rows(run_cli(flags))
+    done = run_cli([*flags, "--data-parallel", "2"])
+    assert "data parallel 2 engines" in done.stdout
+    assert bench_rows(done) == single and single[0] == [(1, 12), (3, 36), (8, 96)] and single[1][0] > 0
+    refused = run_cli([*flags, "--data-parallel", "2", "--profile"])
+    assert refused.returncode != 0 and "--profile times one engine's ops: drop --data-parallel" in refused.stderr
