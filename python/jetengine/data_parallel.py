@@ -77,10 +77,12 @@ class DataParallel:
         if not dist.is_available():
             raise RuntimeError("this PyTorch was built without torch.distributed, which data parallel needs; "
                                "pass data_parallel=False to LLM() to generate on each rank alone")
+        if not enabled:  # the group is set up for the script's own use, when the launcher says where
+            if not dist.is_initialized() and os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT"):
+                _init_default_group(dist, rank, world, uses_cuda)
+            return None
         if not dist.is_initialized():
             _init_default_group(dist, rank, world, uses_cuda)
-        if not enabled:
-            return None
         return cls(dist.get_rank(), dist.get_world_size(), _gloo_group(dist), dist)
 
     def shard(self, costs):

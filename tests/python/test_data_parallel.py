@@ -138,9 +138,15 @@ def test_without_torch_a_world_size_above_one_names_the_fix(tmp_path, model):
 
 
 @needs_torch
-def test_without_a_rendezvous_address_the_error_names_the_launchers(tmp_path, model):
+def test_without_a_rendezvous_address_the_error_names_the_launchers(tmp_path, model, llm):
     ranks = launch(tmp_path, model, [], world=1, env=dict(WORLD_SIZE="2", MASTER_ADDR=""))
     assert "MASTER_ADDR is not set" in ranks[0][0]["error"] and "torchrun" in ranks[0][0]["error"]
+    # data_parallel=False needs no rendezvous: the rank generates alone.
+    prompts = random_prompts(2, seed=9)
+    ranks = launch(tmp_path, model, [dict(method="generate", prompts=prompts, params=GREEDY)], world=1,
+                   engine=dict(ENGINE, data_parallel=False), env=dict(WORLD_SIZE="2", MASTER_ADDR=""))
+    assert_same_tokens(ranks[0][0]["outputs"], comparable(llm.generate(prompts, SamplingParams(**GREEDY),
+                                                                      use_tqdm=False)))
 
 
 def test_an_inconsistent_launch_environment_is_named(tmp_path, model):
