@@ -1,11 +1,16 @@
 #!/usr/bin/python3
 """Writes a tiny random model as a complete HuggingFace folder, for tests and benchmarks.
 
-    make_tiny_model.py --arch {sdar,sdar_moe,llada} --out DIR [--seed N] [--vocab small|qwen3 | --tokenizer DIR]
+    make_tiny_model.py --arch {sdar,sdar_moe,llada,fast_dllm_v2,dream} --out DIR [--seed N] [--vocab small|qwen3 | --tokenizer DIR]
         [--layers L --hidden H --heads N --kv-heads K --head-dim D --intermediate I]
         [--experts E --top-k K --moe-intermediate M] [--block-size B] [--dtype bf16|f16|f32] [--shards K]
         [--vocab-size ROWS] [--mask-token-id ID] [--no-weights]
 
+fast_dllm_v2 (Fast-dLLM v2) and dream (Dream) are Qwen2.5 networks: SDAR's without q/k norms, with q/k/v
+biases, head_dim = hidden / heads by default (Dream: always). Fast-dLLM v2's block size is its bd_size key;
+Dream's config has none (--block-size refused, as for llada). Their real configs lack mask_token_id
+(Fast-dLLM v2) or carry it (Dream): fast_dllm_v2 writes it only where the vocabulary's mask is not the
+family's default 151665 (always, for the small and qwen3 vocabularies, whose masks sit elsewhere).
 Output: config.json (the keys the real checkpoints use, reference/models.md), generation_config.json,
 model.safetensors (or K shards + model.safetensors.index.json), tokenizer.json, tokenizer_config.json.
 --tokenizer DIR copies a tokenizer folder with SDAR's added tokens instead (e.g. models/sdar-tiny-arith,
@@ -32,10 +37,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import safetensors_io  # noqa: E402
 import tiny_tokenizer  # noqa: E402
 
-ARCHS = ("sdar", "sdar_moe", "llada")
+ARCHS = ("sdar", "sdar_moe", "llada", "fast_dllm_v2", "dream")
+QWEN2_ARCHS = ("fast_dllm_v2", "dream")
+FAST_DLLM_V2_MASK = 151665  # the mask id Fast-dLLM v2 uses when config.json has none
 DTYPES = {"bf16": ("BF16", "bfloat16"), "f16": ("F16", "float16"), "f32": ("F32", "float32")}
 LOGIT_STD = 2.0  # target standard deviation of the logits
 NORM_NOISE = 0.05  # norm weights are 1 + NORM_NOISE * N(0, 1)
+BIAS_STD = 0.5  # q/k/v biases: N(0, BIAS_STD^2), large enough that a forward without them differs
 
 
 def parse_args(argv):
@@ -49,12 +57,13 @@ def parse_args(argv):
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, help="default 2 (llada: = heads)")
-    p.add_argument("--head-dim", type=int, help="default 16 (llada: hidden / heads)")
+    p.add_argument("--head-dim", type=int, help="default 16 (llada, fast_dllm_v2, dream: hidden / heads)")
     p.add_argument("--intermediate", type=int, default=128)
     p.add_argument("--experts", type=int, default=8)
     p.add_argument("--top-k", type=int, default=2)
     p.add_argument("--moe-intermediate", type=int, default=32)
-    p.add_argument("--block-size", type=int, help="default 4; sdar families only (LLaDA configs have no such key)")
+    p.add_argument("--block-size", type=int,
+                   help="default 4; sdar, sdar_moe and fast_dllm_v2 (bd_size) only (LLaDA and Dream configs have no such key)")
     p.add_argument("--dtype", choices=DTYPES, default="bf16")
     p.add_argument("--shards", type=int, default=1)
     p.add_argument("--vocab-size", type=int,
@@ -67,11 +76,11 @@ def parse_args(argv):
     if args.kv_heads is None:
         args.kv_heads = args.heads if llada else 2
     if args.head_dim is None:
-        args.head_dim = args.hidden // args.heads if llada else 16
+        args.head_dim = args.hidden // args.heads if llada or args.arch in QWEN2_ARCHS else 16
     if args.block_size is None:
         args.block_size = 4
-    elif llada:
-        p.error("--block-size applies to sdar and sdar_moe only")
+    elif llada or args.arch == "dream":
+        p.error("--block-size applies to sdar, sdar_moe and fast_dllm_v2 only")
     sizes = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "experts", "top_k",
              "moe_intermediate", "block_size", "shards")
     for name in sizes:
@@ -79,8 +88,8 @@ def parse_args(argv):
             p.error(f"--{name.replace('_', '-')} must be positive")
     if args.heads % args.kv_heads:
         p.error("--heads must be a multiple of --kv-heads")
-    if llada and args.head_dim * args.heads != args.hidden:
-        p.error("llada: --head-dim must equal --hidden / --heads")
+    if args.arch in ("llada", "dream") and args.head_dim * args.heads != args.hidden:
+        p.error(f"{args.arch}: --head-dim must equal --hidden / --heads")
     if args.tokenizer is not None and args.vocab != "small":
         p.error("--tokenizer replaces --vocab: give one of them")
     if args.top_k > args.experts:
@@ -195,16 +204,73 @@ def llada_config(args, vocab, torch_dtype):
     }
 
 
+def qwen2_config(args, vocab, torch_dtype):
+    """Fast-dLLM v2's or Dream's config.json: Qwen2.5's keys (no head_dim unless it differs from hidden / heads,
+    which Dream refuses) plus bd_size (Fast-dLLM v2) or mask_token_id (Dream)."""
+    fast = args.arch == "fast_dllm_v2"
+    config = {
+        "architectures": ["Fast_dLLM_QwenForCausalLM" if fast else "DreamModel"],
+        "auto_map": {
+            "AutoConfig": "configuration.Fast_dLLM_QwenConfig",
+            "AutoModelForCausalLM": "modeling.Fast_dLLM_QwenForCausalLM",
+        } if fast else {
+            "AutoConfig": "configuration_dream.DreamConfig",
+            "AutoModel": "modeling_dream.DreamModel",
+        },
+        "attention_dropout": 0.0,
+        "bos_token_id": vocab.bos,
+        # Qwen2.5-Instruct (Fast-dLLM v2's base) ends a turn with <|im_end|>; Dream's config names <|endoftext|>.
+        "eos_token_id": vocab.stop_ids[0] if fast else vocab.eos,
+        "hidden_act": "silu",
+        "hidden_size": args.hidden,
+        "initializer_range": 0.02,
+        "intermediate_size": args.intermediate,
+        "max_position_embeddings": 32768 if fast else 131072,
+        "max_window_layers": args.layers,
+        "model_type": "Fast_dLLM_Qwen" if fast else "Dream",
+        "num_attention_heads": args.heads,
+        "num_hidden_layers": args.layers,
+        "num_key_value_heads": args.kv_heads,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 1000000.0,
+        "sliding_window": 131072,
+        "tie_word_embeddings": False,
+        "torch_dtype": torch_dtype,
+        "transformers_version": "4.53.2" if fast else "4.46.2",
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vocab_size": vocab.rows,
+    }
+    if args.head_dim * args.heads != args.hidden:  # Fast-dLLM v2 only (parse_args)
+        config["head_dim"] = args.head_dim
+    if fast:
+        config["bd_size"] = args.block_size
+        if vocab.mask != FAST_DLLM_V2_MASK:  # the real configs rely on the default
+            config["mask_token_id"] = vocab.mask
+    else:
+        config["mask_token_id"] = vocab.mask
+        config["pad_token_id"] = vocab.eos
+    return dict(sorted(config.items()))
+
+
 def generation_config(args, vocab):
     if args.arch == "llada":
         return {"bos_token_id": vocab.bos, "eos_token_id": vocab.stop_ids, "pad_token_id": vocab.eos,
                 "transformers_version": "4.46.3"}
+    if args.arch == "dream":
+        return {"bos_token_id": vocab.bos, "eos_token_id": vocab.eos, "pad_token_id": vocab.eos,
+                "transformers_version": "4.46.2"}
+    if args.arch == "fast_dllm_v2":  # Qwen2.5-Instruct's
+        return {"bos_token_id": vocab.bos, "do_sample": True, "eos_token_id": vocab.stop_ids, "pad_token_id": vocab.eos,
+                "temperature": 0.7, "top_k": 20, "top_p": 0.8,
+                "transformers_version": "4.53.2"}
     return {"bos_token_id": vocab.bos, "do_sample": True, "eos_token_id": vocab.stop_ids, "pad_token_id": vocab.eos,
             "temperature": 0.6, "top_k": 20, "top_p": 0.95, "transformers_version": "4.51.0"}
 
 
 # Tensor kinds and how they are initialised (see random_weight).
-EMBED, NORM, PROJ, HEAD = "embed", "norm", "proj", "head"
+EMBED, NORM, PROJ, HEAD, BIAS = "embed", "norm", "proj", "head", "bias"
 
 
 def sdar_tensors(args, rows):
@@ -234,6 +300,30 @@ def sdar_tensors(args, rows):
             i = args.intermediate
             out += [(p + "mlp.gate_proj.weight", (i, h), PROJ), (p + "mlp.up_proj.weight", (i, h), PROJ),
                     (p + "mlp.down_proj.weight", (h, i), PROJ)]
+    return out + [("model.norm.weight", (h,), NORM), ("lm_head.weight", (rows, h), HEAD)]
+
+
+def qwen2_tensors(args, rows):
+    """[(name, shape, kind)] of Fast-dLLM v2 / Dream (Qwen2) in the modules' order: SDAR's names without the q/k
+    norms, with a bias after each of q_proj, k_proj and v_proj (o_proj has none)."""
+    h, q, kv, i = args.hidden, args.heads * args.head_dim, args.kv_heads * args.head_dim, args.intermediate
+    out = [("model.embed_tokens.weight", (rows, h), EMBED)]
+    for layer in range(args.layers):
+        p = f"model.layers.{layer}."
+        out += [
+            (p + "input_layernorm.weight", (h,), NORM),
+            (p + "self_attn.q_proj.weight", (q, h), PROJ),
+            (p + "self_attn.q_proj.bias", (q,), BIAS),
+            (p + "self_attn.k_proj.weight", (kv, h), PROJ),
+            (p + "self_attn.k_proj.bias", (kv,), BIAS),
+            (p + "self_attn.v_proj.weight", (kv, h), PROJ),
+            (p + "self_attn.v_proj.bias", (kv,), BIAS),
+            (p + "self_attn.o_proj.weight", (h, q), PROJ),
+            (p + "post_attention_layernorm.weight", (h,), NORM),
+            (p + "mlp.gate_proj.weight", (i, h), PROJ),
+            (p + "mlp.up_proj.weight", (i, h), PROJ),
+            (p + "mlp.down_proj.weight", (h, i), PROJ),
+        ]
     return out + [("model.norm.weight", (h,), NORM), ("lm_head.weight", (rows, h), HEAD)]
 
 
@@ -267,6 +357,8 @@ def random_weight(rng, shape, kind):
         return 1.0 + NORM_NOISE * x
     if kind == EMBED:
         return x
+    if kind == BIAS:
+        return x * np.float32(BIAS_STD)
     if kind == HEAD:
         return x * np.float32(LOGIT_STD / np.sqrt(fan_in))
     return x * np.float32(1.0 / np.sqrt(fan_in))
@@ -329,6 +421,8 @@ def main(argv=None):
     st_dtype, torch_dtype = DTYPES[args.dtype]
     if args.arch == "llada":
         config, specs = llada_config(args, vocab, torch_dtype), llada_tensors(args, vocab.rows)
+    elif args.arch in QWEN2_ARCHS:
+        config, specs = qwen2_config(args, vocab, torch_dtype), qwen2_tensors(args, vocab.rows)
     else:
         config, specs = sdar_config(args, vocab, torch_dtype), sdar_tensors(args, vocab.rows)
     write_json(out / "config.json", config)

@@ -178,13 +178,15 @@ class Backend {
   virtual void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
   // residual += x; out = rmsnorm(residual, w)
   virtual void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
-  // On packed qkv [T, (nh + 2*nkv) * hd]: per-head RMSNorm of q and k (skipped when the norm
-  // tensor has no data), then NeoX rotate-half RoPE of q and k at batch positions. q is rewritten
-  // in place; k (normed and rotated) and v go into the cache layer [pages, page_size, nkv, hd],
-  // each token at its (sequence, position) slot through the page table, where attention reads
-  // them (qkv's k and v columns are left as they were). Storing them here, in the same pass,
-  // spares the GPU a kernel per layer.
-  virtual void qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+  // On packed qkv [T, (nh + 2*nkv) * hd]: the bias [(nh + 2*nkv) * hd] added (when the bias
+  // tensor has data; the sum rounded to the activation dtype, as a biased projection's output
+  // is), per-head RMSNorm of q and k (skipped when the norm tensor has no data), then NeoX
+  // rotate-half RoPE of q and k at batch positions. q is rewritten in place; k (normed and
+  // rotated) and v go into the cache layer [pages, page_size, nkv, hd], each token at its
+  // (sequence, position) slot through the page table, where attention reads them (qkv's k and v
+  // columns are left as they were). Storing them here, in the same pass, spares the GPU a
+  // kernel per layer.
+  virtual void qk_norm_rope(Tensor& qkv, const Tensor& bias, const Tensor& q_norm, const Tensor& k_norm, float eps,
                             const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd, Tensor& k_cache,
                             Tensor& v_cache, int page_size) = 0;
   // Every query of qkv (its q columns) attends its sequence's keys in the cache layer, this

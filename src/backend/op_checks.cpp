@@ -74,13 +74,14 @@ PagedBatchShape check_paged_batch(const char* op, const ForwardBatch& batch, int
   return shape;
 }
 
-PagedBatchShape check_qk_norm_rope_args(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
-                                        const ForwardBatch& batch, int nh, int nkv, int hd, const Tensor& k_cache,
-                                        const Tensor& v_cache, int page_size, DType dtype) {
+PagedBatchShape check_qk_norm_rope_args(const Tensor& qkv, const Tensor& bias, const Tensor& q_norm,
+                                        const Tensor& k_norm, const ForwardBatch& batch, int nh, int nkv, int hd,
+                                        const Tensor& k_cache, const Tensor& v_cache, int page_size, DType dtype) {
   JET_CHECK(nh > 0 && nkv > 0 && hd > 0 && hd % 2 == 0, "qk_norm_rope: bad head layout nh=", nh, " nkv=", nkv,
             " hd=", hd, " (head_dim must be even)");
   check_tensor(qkv, "qk_norm_rope", "qkv", dtype, {-1, int64_t{nh + 2 * nkv} * hd});
   const int64_t T = qkv.dim(0);
+  if (bias.data) check_tensor(bias, "qk_norm_rope", "bias", dtype, {int64_t{nh + 2 * nkv} * hd});
   if (q_norm.data) check_tensor(q_norm, "qk_norm_rope", "q_norm", dtype, {hd});
   if (k_norm.data) check_tensor(k_norm, "qk_norm_rope", "k_norm", dtype, {hd});
   const int64_t num_pages = check_kv_cache_args("qk_norm_rope", k_cache, v_cache, page_size, nkv, hd, dtype);

@@ -40,9 +40,9 @@ struct PagedBatchShape {
 PagedBatchShape check_paged_batch(const char* op, const ForwardBatch& batch, int64_t T, int page_size,
                                   int64_t num_pages);
 // Checks the cache layer and the paged batch too.
-PagedBatchShape check_qk_norm_rope_args(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
-                                        const ForwardBatch& batch, int nh, int nkv, int hd, const Tensor& k_cache,
-                                        const Tensor& v_cache, int page_size, DType dtype);
+PagedBatchShape check_qk_norm_rope_args(const Tensor& qkv, const Tensor& bias, const Tensor& q_norm,
+                                        const Tensor& k_norm, const ForwardBatch& batch, int nh, int nkv, int hd,
+                                        const Tensor& k_cache, const Tensor& v_cache, int page_size, DType dtype);
 // An FP8 weight whose codes are [dims...] (dims as check_tensor's) with scales of its
 // scaling's shape (backend.h, Linear); returns nothing, throws naming the op.
 void check_fp8_linear(const Linear& w, const char* op, const char* name, std::initializer_list<int64_t> dims);

@@ -40,11 +40,11 @@ class ProfilingBackend final : public Backend {
   void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) override {
     timed("add_rmsnorm", [&] { inner_->add_rmsnorm(residual, x, w, eps, out); });
   }
-  void qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const ForwardBatch& batch,
-                    float rope_theta, int nh, int nkv, int hd, Tensor& k_cache, Tensor& v_cache,
-                    int page_size) override {
+  void qk_norm_rope(Tensor& qkv, const Tensor& bias, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                    const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd, Tensor& k_cache,
+                    Tensor& v_cache, int page_size) override {
     timed("qk_norm_rope", [&] {
-      inner_->qk_norm_rope(qkv, q_norm, k_norm, eps, batch, rope_theta, nh, nkv, hd, k_cache, v_cache, page_size);
+      inner_->qk_norm_rope(qkv, bias, q_norm, k_norm, eps, batch, rope_theta, nh, nkv, hd, k_cache, v_cache, page_size);
     });
   }
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, int page_size,

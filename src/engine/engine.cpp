@@ -1,6 +1,7 @@
 // The Engine's decode loop (one implementation for every backend and every entry point: generate,
 // generate_streaming, serve): schedule -> prefill -> denoise forward (which also saves the blocks
-// finished in the step before) -> commit (block_commit.h), slot state through the ModelRunner;
+// finished in the step before, and for shifted-logit models takes their head steps) -> commit
+// (block_commit.h), slot state through the ModelRunner;
 // generate and generate_streaming on it, and the Engine's accessors. Setup, request intake,
 // serve and the weight API are in the other engine_*.cpp files (engine_impl.h).
 #include <cstdint>
@@ -21,12 +22,21 @@ void Engine::Impl::start_block(Sequence& seq, std::vector<int32_t> tokens) {
 }
 
 void Engine::Impl::step(std::vector<Sequence*>& finished) {
+  const bool shifted = model->config().shifted_logits;
   for (Sequence* seq : scheduler->schedule()) {
     runner->begin_sequence(*seq);
-    start_block(*seq, std::vector<int32_t>(seq->prompt.begin() + seq->num_prefill(block_length), seq->prompt.end()));
+    const int first_block = seq->num_prefill(block_length), prefill_end = seq->prefill_end(block_length, shifted);
+    if (prefill_end < first_block) {  // the prompt's last block is saved by the first block's head step
+      runner->start_block(seq->slot, std::vector<int32_t>(seq->prompt.begin() + prefill_end, seq->prompt.end()),
+                          limits.mask_id);
+      start_block(*seq, {});
+      seq->save_pending = seq->head_pending = true;
+    } else {
+      start_block(*seq, std::vector<int32_t>(seq->prompt.begin() + first_block, seq->prompt.end()));
+    }
     // The prefill counts as one forward even when the prefix cache spared it: num_forwards
     // describes the decode, not the cache's luck.
-    seq->num_forwards = seq->num_prefill(block_length) > 0 ? 1 : 0;
+    seq->num_forwards = prefill_end > 0 ? 1 : 0;
   }
   num_preemptions += scheduler->take_preempted().size();
 
@@ -48,7 +58,12 @@ void Engine::Impl::step(std::vector<Sequence*>& finished) {
   for (Sequence* seq : saving) seq->save_pending = false;
   for (size_t i = 0; i < denoising.size(); ++i) {
     Sequence& seq = *denoising[i];
-    ++seq.step_in_block;
+    // A head step is not one of the block's denoising steps (docs/decoding.md §1).
+    if (seq.head_pending) {
+      seq.head_pending = false;
+    } else {
+      ++seq.step_in_block;
+    }
     ++seq.global_step;
     ++seq.num_forwards;
     JET_ASSERT(masks_left[i] == 0 || seq.step_in_block < seq.request.denoising_steps,
@@ -66,6 +81,7 @@ bool Engine::Impl::commit(Sequence& seq, const BlockRecord& block) {
   runner->mark_committed(seq, done.new_tokens);
   start_block(seq, {});
   seq.save_pending = true;
+  seq.head_pending = model->config().shifted_logits;
   return false;
 }
 

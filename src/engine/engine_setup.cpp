@@ -123,6 +123,7 @@ void Engine::Impl::build_cache() {
   sl.max_num_seqs = options.max_num_seqs;
   sl.block_length = block_length;
   sl.prefix_caching = options.enable_prefix_caching && c.block_causal;
+  sl.shifted_logits = c.shifted_logits;
   scheduler = std::make_unique<Scheduler>(sl, static_cast<int>(pages), page_size);
   log_info("KV cache: ", pages, " pages of ", page_size, " tokens (", pages * page_size, " tokens, ",
            double(pages) * bytes_per_page / (1 << 20), " MiB) on ", backend->name());

@@ -130,7 +130,7 @@ void ModelRunner::in_token_groups(const std::vector<Item>& items, TokensOf token
 
 void ModelRunner::prefill(const std::vector<Sequence*>& seqs) {
   in_token_groups(
-      seqs, [&](const Sequence* s) { return s->num_prefill(block_length_) - s->num_cached; },
+      seqs, [&](const Sequence* s) { return prefill_end(*s) - s->num_cached; },
       [&](const std::vector<Sequence*>& group) { prefill_forward(group); });
 }
 
@@ -141,7 +141,7 @@ void ModelRunner::prefill_forward(const std::vector<Sequence*>& seqs) {
   layout = empty_layout(seqs);
   std::vector<int32_t> ids;
   for (const Sequence* s : seqs) {
-    const int end = s->num_prefill(block_length_);
+    const int end = prefill_end(*s);
     fill_layout(layout, *s, s->num_cached, end - s->num_cached);
     ids.insert(ids.end(), s->prompt.begin() + s->num_cached, s->prompt.begin() + end);
   }
@@ -163,9 +163,10 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
   // By slot: the sequence's previous block is saved this step; it rides in its next block's entry.
   std::vector<char> saves(state_.num_slots, 0), rides(state_.num_slots, 0);
   for (const Sequence* s : saving) saves[s->slot] = 1;
-  if (model_.config().block_causal) {
-    for (const Sequence* s : denoising) rides[s->slot] = saves[s->slot];
-  }
+  // A head step's entry is its saved block alone (the block's first position is sampled from
+  // the save's last row).
+  for (const Sequence* s : denoising)
+    rides[s->slot] = saves[s->slot] && (model_.config().block_causal || s->head_pending);
   std::vector<Entry> entries;
   for (Sequence* s : saving) {
     if (!rides[s->slot]) entries.push_back({nullptr, s});
@@ -173,7 +174,10 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
   for (Sequence* s : denoising) entries.push_back({s, rides[s->slot] ? s : nullptr});
   in_token_groups(
       entries,
-      [&](const Entry& e) { return int64_t{block_length_} * ((e.denoising != nullptr) + (e.saving != nullptr)); },
+      [&](const Entry& e) {
+        const bool head = e.denoising && e.denoising->head_pending;
+        return int64_t{block_length_} * (head ? 1 : (e.denoising != nullptr) + (e.saving != nullptr));
+      },
       [&](const std::vector<Entry>& group) {
         std::vector<Sequence*> group_denoising, group_saving;
         for (const Entry& e : group) {
@@ -204,19 +208,29 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
   // saved block and its next block as one entry of 2B tokens: the saved block's queries see
   // exactly the keys before their block end, as in a forward of their own, and the prefix is
   // read once for both. Bidirectional ones keep them apart (the saved block must not see the
-  // next one): denoising entries first, then saved ones.
+  // next one): denoising entries first, then saved ones. A head step's entry (shifted-logit
+  // models, docs/decoding.md §1) is its saved block alone, whose last row gives the logits of the
+  // block's first position.
   const bool merge_saves = model_.config().block_causal;
+  const int shift = model_.config().shifted_logits ? 1 : 0;
   std::vector<int32_t> block_slots;
-  std::vector<int> denoise_row0;                        // each denoising sequence's first row of ids
+  // Each denoising sequence's row of its block's first position (past the end of a head step's
+  // entry, which holds the block before it only), which the logits rows are counted from.
+  std::vector<int> denoise_row0;
   std::vector<char> save_pending(state_.num_slots, 0);  // by slot: a saved block not yet in an entry
   for (const Sequence* s : saving) save_pending[s->slot] = 1;
   for (const Sequence* s : denoising) {
-    const bool saves = merge_saves && save_pending[s->slot];
+    const bool saves = (merge_saves || s->head_pending) && save_pending[s->slot];
+    JET_ASSERT(saves || !s->head_pending, "a head step without its saved block");
     if (saves) {
       save_pending[s->slot] = 0;
       block_slots.push_back(state_.num_slots + s->slot);
     }
     denoise_row0.push_back(layout.num_tokens + (saves ? B : 0));
+    if (s->head_pending) {
+      fill_layout(layout, *s, s->block_start - B, B);
+      continue;
+    }
     block_slots.push_back(s->slot);
     fill_layout(layout, *s, s->block_start - (saves ? B : 0), saves ? 2 * B : B);
   }
@@ -226,9 +240,10 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
     fill_layout(layout, *s, s->block_start - B, B);
   }
   const int num_rows = static_cast<int>(denoising.size());
-  // Logits only for the still-masked positions (the host copy of the block state is current):
-  // logit_rows lists their forward rows, row by row in position order, and each StepRow points
-  // at its first.
+  // Logits only for the step's candidates, the still-masked positions (the host copy of the block
+  // state is current; a head step has the first position only): logit_rows lists their forward
+  // rows (the row before, for shifted-logit models), row by row in position order, and each
+  // StepRow points at its first.
   std::vector<StepRow> rows;
   std::vector<int32_t> logit_rows;
   for (int i = 0; i < num_rows; ++i) {
@@ -238,11 +253,12 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
     r.position0 = s->block_start;
     r.global_step = s->global_step;
     r.n_sched = scheduled_count(B, s->request.denoising_steps, s->step_in_block);
-    r.is_last = s->step_in_block == s->request.denoising_steps - 1;
+    r.is_last = s->head_pending || s->step_in_block == s->request.denoising_steps - 1;
     r.logits_row0 = static_cast<int32_t>(logit_rows.size());
+    r.candidates_end = s->head_pending ? 1 : B;
     const int32_t* block = host_part(state_.tokens) + s->slot * B;
-    for (int j = 0; j < B; ++j) {
-      if (block[j] == s->request.slot.mask_id) logit_rows.push_back(denoise_row0[i] + j);
+    for (int j = 0; j < r.candidates_end; ++j) {
+      if (block[j] == s->request.slot.mask_id) logit_rows.push_back(denoise_row0[i] + j - shift);
     }
     rows.push_back(r);
   }
@@ -292,6 +308,10 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
   } else {
     forward_and_step();
   }
+}
+
+int ModelRunner::prefill_end(const Sequence& seq) const {
+  return seq.prefill_end(block_length_, model_.config().shifted_logits);
 }
 
 BlockRecord ModelRunner::read_block(int slot) const {

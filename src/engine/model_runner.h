@@ -51,13 +51,15 @@ class ModelRunner {
   // slot held becomes its saved block (the tokens a later forward writes the K/V of).
   void start_block(int slot, const std::vector<int32_t>& tokens, int32_t mask_id);
 
-  // Writes the K/V of each sequence's prompt positions [num_cached, num_prefill).
+  // Writes the K/V of each sequence's prompt positions [num_cached, prefill_end).
   void prefill(const std::vector<Sequence*>& seqs);
   // One step: `denoising` sequences' current blocks get a sampling + remasking step, and
   // `saving` sequences' previous blocks (committed, at block_start - B) write their final K/V.
   // A sequence may be in both: its finished block is saved in the same forward as its next
   // block's first denoising step, which attends it (docs/decoding.md §1; one entry of 2B tokens
-  // for block-causal models). Returns, per denoising sequence, the masks left in its block.
+  // for block-causal models), or, for a sequence whose head_pending is set, as its head step
+  // (an entry of the saved block alone). Returns, per denoising sequence, the masks left in its
+  // block.
   std::vector<int32_t> denoise(const std::vector<Sequence*>& denoising, const std::vector<Sequence*>& saving);
   // The records of the block in `slot`, as of the last denoise step.
   BlockRecord read_block(int slot) const;
@@ -71,6 +73,7 @@ class ModelRunner {
   template <typename Item, typename TokensOf, typename Run>
   void in_token_groups(const std::vector<Item>& items, TokensOf tokens_of, Run run) const;
   void prefill_forward(const std::vector<Sequence*>& seqs);
+  int prefill_end(const Sequence& seq) const;  // Sequence::prefill_end for this model
   // One forward of denoise(): launches it and its step, without waiting for them.
   void denoise_forward(const std::vector<Sequence*>& denoising, const std::vector<Sequence*>& saving);
   // A layout with no rows yet: the attention rule and a page table wide enough for every sequence.

@@ -31,14 +31,15 @@ void Scheduler::preempt(Sequence* seq) {
 bool Scheduler::admit(Sequence* seq) {
   if (free_slots_.empty()) return false;
   const int B = limits_.block_length;
-  const int prefill = seq->num_prefill(B);
+  const int first_block = seq->num_prefill(B);
+  const int prefill = seq->prefill_end(B, limits_.shifted_logits);
   std::vector<int32_t> pages;
   // Cached pages are full pages below the prefill end, reused only up to a block boundary: a
   // block-causal prefill attends its whole block, so a page that ends inside a block holds K/V
   // that depends on the tokens after it. The prefill of the rest then starts on a block boundary.
   if (limits_.prefix_caching) pages = pages_.acquire_cached_prefix(seq->prompt, prefill, B);
   const int cached = static_cast<int>(pages.size()) * pages_.page_size();
-  int need = pages_for(prefill + B) - static_cast<int>(pages.size());
+  int need = pages_for(first_block + B) - static_cast<int>(pages.size());
   if (!pages_.allocate(need, pages)) {
     pages_.release(pages);
     return false;
@@ -46,7 +47,7 @@ bool Scheduler::admit(Sequence* seq) {
   seq->pages = std::move(pages);
   seq->num_cached = cached;
   seq->needs_prefill = cached < prefill;
-  seq->block_start = prefill;
+  seq->block_start = first_block;
   seq->slot = free_slots_.back();
   free_slots_.pop_back();
   seq->arrival = ++arrivals_;
@@ -76,7 +77,9 @@ std::vector<Sequence*> Scheduler::schedule() {
 }
 
 void Scheduler::publish_prompt(const Sequence& seq) {
-  if (limits_.prefix_caching) pages_.publish_prefix(seq.prompt, seq.num_prefill(limits_.block_length), seq.pages);
+  if (limits_.prefix_caching) {
+    pages_.publish_prefix(seq.prompt, seq.prefill_end(limits_.block_length, limits_.shifted_logits), seq.pages);
+  }
 }
 
 void Scheduler::finish(Sequence* seq) {

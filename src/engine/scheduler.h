@@ -15,6 +15,7 @@ struct SchedulerLimits {
   int max_num_seqs = 0;
   int block_length = 0;
   bool prefix_caching = false;
+  bool shifted_logits = false;  // the model's (Sequence::prefill_end)
 };
 
 class Scheduler {

@@ -41,6 +41,10 @@ struct Sequence {
   // The previous block is committed but its K/V not yet written: the next forward saves it
   // (together with the current block's first denoising step).
   bool save_pending = false;
+  // The current block's first position awaits its head step (shifted-logit models,
+  // docs/decoding.md §1): the next forward saves the block before it and samples that position
+  // from the save's last row.
+  bool head_pending = false;
 
   // Committed completion (positions >= prompt length) and its per-token records.
   std::vector<int32_t> completion;
@@ -51,13 +55,21 @@ struct Sequence {
   CompletionText text;  // the completion's text, searched for the stop strings
 
   int prompt_len() const { return static_cast<int>(prompt.size()); }
+  // Where the first block starts.
   int num_prefill(int B) const { return prompt_len() / B * B; }
+  // The end of what the prefill forward writes: num_prefill, except for a shifted-logit model
+  // whose prompt ends on a block boundary, whose last prompt block is saved by the first block's
+  // head step instead.
+  int prefill_end(int B, bool shifted_logits) const {
+    return shifted_logits && prompt_len() % B == 0 ? prompt_len() - B : num_prefill(B);
+  }
 
   // Back to the state of a fresh request (preemption restarts from the prompt).
   void reset_progress() {
     status = SeqStatus::Waiting;
     needs_prefill = false;
     save_pending = false;
+    head_pending = false;
     slot = -1;
     pages.clear();
     num_cached = 0;

@@ -1,10 +1,9 @@
 // The architecture layer: one Architecture per model family, each defined in its own file under
-// src/model/arch/ (sdar.cpp, sdar_moe.cpp, llada.cpp). It says how the family is detected from
-// config.json, which keys it reads (and the defaults where real checkpoints omit them), which
-// keys switch on something the engine does not implement, its tensor names, and its default
-// mask and stop ids. The shared forward (model.cpp) and loader read a family only through it.
-// A new family that needs no new op is one file here, one line in architecture.cpp's table, and
-// its tests.
+// src/model/arch/ (sdar.cpp, sdar_moe.cpp, llada.cpp, fast_dllm_v2.cpp, dream.cpp). It says how the family is detected
+// from config.json, which keys it reads (and the defaults where real checkpoints omit them), which keys switch on
+// something the engine does not implement, its tensor names, and its default mask and stop ids. The shared forward
+// (model.cpp) and loader read a family only through it. A new family that needs no new op is one file here, one line in
+// architecture.cpp's table, and its tests.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +28,9 @@ struct NamingScheme {
   const char* k_proj = nullptr;
   const char* v_proj = nullptr;
   const char* o_proj = nullptr;
+  const char* q_bias = nullptr;
+  const char* k_bias = nullptr;
+  const char* v_bias = nullptr;
   const char* q_norm = nullptr;
   const char* k_norm = nullptr;
   const char* mlp_norm = nullptr;
@@ -51,8 +53,8 @@ struct Architecture {
   const char* hf_architecture;  // its `architectures` entry, used when model_type is absent
   ModelFamily family;
   // Fills the family's fields of `c` from config.json (sizes, layer options: qk-norm, attention
-  // mask, experts; the block size and mask id with their defaults); throws jet::Error naming a
-  // missing or bad key.
+  // mask, qkv bias, shifted logits, experts; the block size and mask id with their defaults);
+  // throws jet::Error naming a missing or bad key.
   void (*read)(const JsonObject& config, ModelConfig& c);
   std::vector<FixedKey> fixed_keys;
   NamingScheme names;
@@ -67,7 +69,7 @@ const std::vector<const Architecture*>& architectures();
 const Architecture* find_architecture(const std::string& model_type);               // nullptr if unknown
 const Architecture* find_architecture_by_hf_name(const std::string& architecture);  // nullptr if unknown
 const Architecture& architecture_of(ModelFamily family);
-std::string supported_model_types();  // "sdar, sdar_moe, llada"
+std::string supported_model_types();  // "sdar, sdar_moe, llada, ..."
 
 // Typed key reads the architectures share; each throws jet::Error naming the file and key.
 int64_t positive_int(const JsonObject& config, const std::string& key);

@@ -78,8 +78,8 @@ Tensor Model::forward_hidden(const ForwardBatch& batch, const Tensor& ids, KvCac
       backend_.add_rmsnorm(resid, delta, w.attn_norm, eps, normed);
     }
     project(normed, w.qkv, qkv);
-    backend_.qk_norm_rope(qkv, w.q_norm, w.k_norm, eps, batch, static_cast<float>(c.rope_theta), c.heads, c.kv_heads,
-                          c.head_dim, kv.k[l], kv.v[l], kv.page_size);
+    backend_.qk_norm_rope(qkv, w.qkv_bias, w.q_norm, w.k_norm, eps, batch, static_cast<float>(c.rope_theta), c.heads,
+                          c.kv_heads, c.head_dim, kv.k[l], kv.v[l], kv.page_size);
     // Past the last layer's K/V the cache needs nothing more, and the LM head only the rows whose
     // logits are asked for: the last layer's attention output, MLP and final norm run on those
     // rows alone, and a forward without logits (prefill, saving a block) ends here.

@@ -20,6 +20,7 @@ namespace jet {
 struct LayerWeights {
   Tensor attn_norm;       // [H]
   Linear qkv;             // [(nh + 2 nkv) hd, H]: q, k, v projections stacked
+  Tensor qkv_bias;        // [(nh + 2 nkv) hd]: their biases stacked; no data when the family has none
   Tensor q_norm, k_norm;  // [hd] each; no data when the family has no q/k norm
   Linear o;               // [H, nh hd]
   Tensor mlp_norm;        // [H]

@@ -1,6 +1,7 @@
 // ModelConfig: the typed, validated architecture of a checkpoint, read from config.json (and the
 // stop tokens from generation_config.json). One struct for every family; each family's
-// architecture (src/model/arch/) maps its own keys (SDAR: Qwen3 names, LLaDA: OLMo names) onto it.
+// architecture (src/model/arch/) maps its own keys (SDAR: Qwen3 names, LLaDA: OLMo names, Fast-dLLM
+// v2 and Dream: Qwen2 names) onto it.
 #pragma once
 
 #include <cstdint>
@@ -11,9 +12,10 @@
 
 namespace jet {
 
-enum class ModelFamily { SDAR, SDAR_MOE, LLADA };
+enum class ModelFamily { SDAR, SDAR_MOE, LLADA, FAST_DLLM_V2, DREAM };
 
-std::string_view family_name(ModelFamily family);  // "sdar", "sdar_moe", "llada"
+// config.json's model_type of the family: "sdar", "sdar_moe", "llada", "Fast_dLLM_Qwen", "Dream".
+std::string_view family_name(ModelFamily family);
 
 struct ModelConfig {
   ModelFamily family = ModelFamily::SDAR;
@@ -32,6 +34,10 @@ struct ModelConfig {
   bool tied = false;         // the LM head reuses the embedding
   bool qk_norm = false;      // per-head RMSNorm of q and k before RoPE (SDAR)
   bool block_causal = true;  // SDAR: block-causal attention; LLaDA: bidirectional
+  bool qkv_bias = false;     // q, k and v projections add a bias (Qwen2: Fast-dLLM v2, Dream)
+  // The logits of position p come from the hidden state of p - 1 (Fast-dLLM v2, Dream): the
+  // decode's head steps and row shift, docs/decoding.md §1 "Shifted logits".
+  bool shifted_logits = false;
 
   int64_t block_size = 0;  // default denoising block length
   // The block length the model was trained with, where known: SDAR's (its config, else the

@@ -170,6 +170,7 @@ LayerWeights build_layer(const ModelConfig& c, int64_t layer, bool quantize, Wei
   LayerWeights w;
   w.attn_norm = b.single(n.attn_norm);
   w.qkv = b.projection({n.q_proj, n.k_proj, n.v_proj}, {(c.heads + 2 * c.kv_heads) * c.head_dim, c.hidden}, quantize);
+  if (c.qkv_bias) w.qkv_bias = b.stacked({n.q_bias, n.k_bias, n.v_bias}, {(c.heads + 2 * c.kv_heads) * c.head_dim});
   if (c.qk_norm) {
     w.q_norm = b.single(n.q_norm);
     w.k_norm = b.single(n.k_norm);

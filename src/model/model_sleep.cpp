@@ -92,7 +92,7 @@ void Model::wake_weights() {
   moved.apply(weights_.final_norm);
   moved.apply(weights_.lm_head);
   for (LayerWeights& l : weights_.layers) {
-    for (Tensor* t : {&l.attn_norm, &l.q_norm, &l.k_norm, &l.mlp_norm, &l.moe.router}) moved.apply(*t);
+    for (Tensor* t : {&l.attn_norm, &l.qkv_bias, &l.q_norm, &l.k_norm, &l.mlp_norm, &l.moe.router}) moved.apply(*t);
     for (Linear* w : {&l.qkv, &l.o, &l.gate_up, &l.down, &l.moe.gate_up, &l.moe.down}) moved.apply(*w);
   }
   for (auto& [name, slot] : slots_) {

@@ -35,9 +35,10 @@ RandomWeights::RandomWeights(const ModelConfig& config, uint64_t seed)
     const ExpectedTensor& t = expected[k];
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
-    const bool is_norm = t.shape.size() == 1;
+    const bool is_bias = t.name.ends_with(".bias");
+    const bool is_norm = t.shape.size() == 1 && !is_bias;
     const float fan_in = static_cast<float>(t.shape.back());
-    const float scale = is_norm                   ? kNormNoise
+    const float scale = is_norm || is_bias        ? kNormNoise
                         : t.name == names.embed   ? 1.0f
                         : t.name == names.lm_head ? kLogitStd / std::sqrt(fan_in)
                                                   : 1.0f / std::sqrt(fan_in);

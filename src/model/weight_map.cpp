@@ -53,6 +53,9 @@ LayerWeightNames layer_weight_names(const ModelConfig& config, int64_t layer) {
   n.q_proj = name(s.q_proj);
   n.k_proj = name(s.k_proj);
   n.v_proj = name(s.v_proj);
+  n.q_bias = name(s.q_bias);
+  n.k_bias = name(s.k_bias);
+  n.v_bias = name(s.v_bias);
   n.o_proj = name(s.o_proj);
   n.q_norm = name(s.q_norm);
   n.k_norm = name(s.k_norm);
@@ -86,6 +89,9 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
     add(out, n.q_proj, {q_width, c.hidden}, kProjection);
     add(out, n.k_proj, {kv_width, c.hidden}, kProjection);
     add(out, n.v_proj, {kv_width, c.hidden}, kProjection);
+    add(out, n.q_bias, {q_width});
+    add(out, n.k_bias, {kv_width});
+    add(out, n.v_bias, {kv_width});
     add(out, n.o_proj, {c.hidden, q_width}, kProjection);
     add(out, n.q_norm, {c.head_dim});
     add(out, n.k_norm, {c.head_dim});

@@ -27,6 +27,7 @@ struct ModelWeightNames {
 struct LayerWeightNames {
   std::string attn_norm;                      // [hidden], RMSNorm before attention
   std::string q_proj, k_proj, v_proj;         // [q, hidden], [kv, hidden], [kv, hidden]
+  std::string q_bias, k_bias, v_bias;         // [q], [kv], [kv] (Qwen2 families)
   std::string o_proj;                         // [hidden, q]
   std::string q_norm, k_norm;                 // [head_dim], per-head qk-norm (SDAR families)
   std::string mlp_norm;                       // [hidden], RMSNorm before the MLP

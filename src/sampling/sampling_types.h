@@ -50,17 +50,21 @@ struct PositionSample {
   float margin = 0.0f;      // largest minus second largest probability
 };
 
-// One denoising sequence in a denoise step. Only masked positions have logits rows (committed
-// ones would never be read, and the LM head is the largest GEMM of a forward): the k-th masked
-// position of the block, in increasing position order, reads logits row logits_row0 + k; the rows
-// of a step list their masked positions' logits rows back to back, in row order.
+// One denoising sequence in a denoise step. The step's candidates are the block's masked
+// positions j < candidates_end (all of them but in a head step, docs/decoding.md §1 "Shifted
+// logits", which has only j = 0). Only candidates have logits rows (committed positions would
+// never be read, and the LM head is the largest GEMM of a forward): the k-th candidate, in
+// increasing position order, reads logits row logits_row0 + k; the rows of a step list their
+// candidates' logits rows back to back, in row order. The strategy picks among the candidates;
+// the last step (is_last) commits them all.
 struct StepRow {
   int32_t slot = 0;
-  int32_t position0 = 0;    // absolute position of the block's first token
-  int32_t global_step = 0;  // the sequence's denoise step counter (0-based, across blocks)
-  int32_t n_sched = 0;      // scheduled commit count for this step
-  int32_t is_last = 0;      // last allowed step: commit every remaining mask
-  int32_t logits_row0 = 0;  // logits row of the block's first masked position
+  int32_t position0 = 0;               // absolute position of the block's first token
+  int32_t global_step = 0;             // the sequence's denoise step counter (0-based, across blocks)
+  int32_t n_sched = 0;                 // scheduled commit count for this step
+  int32_t is_last = 0;                 // last allowed step: commit every remaining mask
+  int32_t logits_row0 = 0;             // logits row of the block's first candidate
+  int32_t candidates_end = INT32_MAX;  // block positions at or past it are no candidates
 };
 
 }  // namespace jet

@@ -273,3 +273,22 @@ TEST_F(DecodeOps, DenoiseStepCompactLogitsMatchTheFullLayout) {
     EXPECT_EQ(tf.read<int32_t>(st.masks_left)[0], 0);
   }
 }
+
+TEST_F(DecodeOps, HeadStepSamplesAndCommitsOnlyTheBlocksFirstPosition) {
+  // A head step (StepRow::candidates_end = 1, docs/decoding.md §1 "Shifted logits"): of a block
+  // of masks only position 0 is a candidate, reads the step's one logits row, and is committed
+  // as the last step commits; the other masks keep their place and need no logits row.
+  start(1, greedy(Strategy::LowConfidenceStatic), {kMask, kMask, kMask, kMask});
+  std::vector<float> logits(2 * kV, kNaN);  // the second row belongs to no candidate
+  set_row(logits, 0, 0.0f, {{5, 3.0f}});
+  StepRow head{1, 8, 6, 1, 1, 0};
+  head.candidates_end = 1;
+  backend->denoise_step(tf.f32({2, kV}, logits), step_rows({head}), 1, st);
+  EXPECT_EQ(slot_values<int32_t>(st.tokens, 1), (Ints{5, kMask, kMask, kMask}));
+  EXPECT_EQ(slot_values<int32_t>(st.trajectory, 1), (Ints{7, 0, 0, 0}));
+  EXPECT_EQ(tf.read<int32_t>(st.masks_left)[1], 3);
+  // A row needs logits for its candidates only: one row is enough here, none is too few.
+  start(1, greedy(Strategy::LowConfidenceStatic), {kMask, kMask, kMask, kMask});
+  EXPECT_THROW(backend->commit_step(step_rows({head}), 1, 0, st), Error);
+  EXPECT_NO_THROW(backend->commit_step(step_rows({head}), 1, 1, st));
+}

@@ -110,14 +110,18 @@ TEST_F(DenseOps, QkNormRopeMatchesTheRotateHalfFormulaAndFillsTheCache) {
   const float eps = 1e-6f, theta = 10000.0f;
   const std::vector<int32_t> positions = {0, 1, 7, 33, 1000};
   const auto qkv = random_floats(rng, T * width), qn = random_floats(rng, hd, 0.5f, 1.5f),
-             kn = random_floats(rng, hd, 0.5f, 1.5f);
+             kn = random_floats(rng, hd, 0.5f, 1.5f), bias = random_floats(rng, width);
   RopeBatch r = rope_batch(*backend, tf, positions, nkv, hd);
   const int page_size = static_cast<int>(r.k_cache.dim(1));
   Tensor data = tf.f32({T, width}, qkv);
-  backend->qk_norm_rope(data, tf.f32({hd}, qn), tf.f32({hd}, kn), eps, r.batch, theta, nh, nkv, hd, r.k_cache,
-                        r.v_cache, page_size);
+  backend->qk_norm_rope(data, tf.f32({width}, bias), tf.f32({hd}, qn), tf.f32({hd}, kn), eps, r.batch, theta, nh, nkv,
+                        hd, r.k_cache, r.v_cache, page_size);
 
-  std::vector<float> expected = qkv;  // q rotated in place, k as it will be in the cache
+  std::vector<float> biased = qkv;  // the bias first, then q rotated in place, k as it will be in the cache
+  for (int t = 0; t < T; ++t) {
+    for (int i = 0; i < width; ++i) biased[t * width + i] += bias[i];
+  }
+  std::vector<float> expected = biased;
   for (int t = 0; t < T; ++t) {
     for (int h = 0; h < nh + nkv; ++h) {
       float* head = expected.data() + t * width + h * hd;
@@ -139,7 +143,7 @@ TEST_F(DenseOps, QkNormRopeMatchesTheRotateHalfFormulaAndFillsTheCache) {
     expect_close(row(out, 0, nh * hd), row(expected, 0, nh * hd), 2e-4f, 1e-4f, "q");
     expect_close(cache_row(k_cache, positions[t], kv_width), row(expected, nh * hd, kv_width), 2e-4f, 1e-4f,
                  "cached k");
-    expect_close(cache_row(v_cache, positions[t], kv_width), row(qkv, nh * hd + kv_width, kv_width), 0.0f, 0.0f,
+    expect_close(cache_row(v_cache, positions[t], kv_width), row(biased, nh * hd + kv_width, kv_width), 0.0f, 0.0f,
                  "cached v");
     expect_close(row(out, nh * hd, 2 * kv_width), row(qkv, nh * hd, 2 * kv_width), 0.0f, 0.0f, "qkv's k and v");
   }
@@ -150,7 +154,7 @@ TEST_F(DenseOps, RopeAtPositionZeroOnlyNormsAndVIsUntouched) {
   const auto qkv = random_floats(rng, width);
   RopeBatch r = rope_batch(*backend, tf, {0}, nkv, hd);
   Tensor data = tf.f32({1, width}, qkv);
-  backend->qk_norm_rope(data, Tensor(), Tensor(), 1e-6f, r.batch, 1e6f, nh, nkv, hd, r.k_cache, r.v_cache, 1);
+  backend->qk_norm_rope(data, Tensor(), Tensor(), Tensor(), 1e-6f, r.batch, 1e6f, nh, nkv, hd, r.k_cache, r.v_cache, 1);
   expect_close(tf.read<float>(data), qkv, 0.0f, 0.0f, "rope at position 0");
   const std::vector<float> k_and_v(qkv.begin() + nh * hd, qkv.end());
   std::vector<float> cached = tf.read<float>(r.k_cache);
@@ -166,7 +170,7 @@ TEST_F(DenseOps, RotateHalfPairsIWithIPlusHalf) {
   qkv[0] = 1.0f;  // q = e0
   RopeBatch r = rope_batch(*backend, tf, {1}, 1, hd);
   Tensor data = tf.f32({1, width}, qkv);
-  backend->qk_norm_rope(data, Tensor(), Tensor(), 1e-6f, r.batch, 1.0f, 1, 1, hd, r.k_cache, r.v_cache, 2);
+  backend->qk_norm_rope(data, Tensor(), Tensor(), Tensor(), 1e-6f, r.batch, 1.0f, 1, 1, hd, r.k_cache, r.v_cache, 2);
   const auto q = tf.read<float>(data);
   EXPECT_NEAR(q[0], std::cos(1.0), 1e-6);
   EXPECT_NEAR(q[2], std::sin(1.0), 1e-6);  // e0 rotates into dimension 0 + hd/2
@@ -179,12 +183,13 @@ TEST_F(DenseOps, QkNormRopeRejectsAPositionOutsideItsPages) {
   RopeBatch r = rope_batch(*backend, tf, {0, 1}, 1, hd);
   r.batch.host.positions[1] = 2;  // past the sequence's 2 keys
   Tensor data = tf.f32({2, width}, std::vector<float>(2 * width, 0.0f));
-  EXPECT_THROW(backend->qk_norm_rope(data, Tensor(), Tensor(), 1e-6f, r.batch, 1.0f, 1, 1, hd, r.k_cache, r.v_cache, 2),
+  EXPECT_THROW(backend->qk_norm_rope(data, Tensor(), Tensor(), Tensor(), 1e-6f, r.batch, 1.0f, 1, 1, hd, r.k_cache,
+                                     r.v_cache, 2),
                Error);
   Tensor small_cache = tf.poisoned({1, 1, 1, hd});
-  EXPECT_THROW(
-      backend->qk_norm_rope(data, Tensor(), Tensor(), 1e-6f, r.batch, 1.0f, 1, 1, hd, small_cache, r.v_cache, 2),
-      Error);
+  EXPECT_THROW(backend->qk_norm_rope(data, Tensor(), Tensor(), Tensor(), 1e-6f, r.batch, 1.0f, 1, 1, hd, small_cache,
+                                     r.v_cache, 2),
+               Error);
 }
 
 TEST_F(DenseOps, SwigluAndEmbedding) {

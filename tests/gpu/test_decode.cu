@@ -169,6 +169,12 @@ SlotParams slot_params(const CaseSpec& c, int s, std::mt19937_64& rng) {
   return p;
 }
 
+// The masked positions of row r's block before its candidates_end (StepRow).
+int64_t candidates(const std::vector<int32_t>& tokens, const StepRow& r, int B, int32_t mask_id) {
+  const auto block = tokens.begin() + int64_t{r.slot} * B;
+  return std::count(block, block + std::clamp(r.candidates_end, 0, B), mask_id);
+}
+
 class DecodeComparison {
  public:
   DecodeComparison(Backend& cpu, Backend& gpu) : cpu_(cpu), gpu_(gpu) {}
@@ -224,14 +230,15 @@ class DecodeComparison {
       r.n_sched = static_cast<int32_t>(rng() % (B + 1));
       r.is_last = rng() % 7 == 0;
       r.logits_row0 = static_cast<int32_t>(num_logits);
-      num_logits += std::count(tokens.begin() + r.slot * B, tokens.begin() + (r.slot + 1) * B, params[r.slot].mask_id);
+      // Some rows see only their block's first positions as candidates (a head step has one).
+      if (rng() % 5 == 0) r.candidates_end = rng() % 2 ? 1 : static_cast<int32_t>(rng() % (B + 1));
+      num_logits += candidates(tokens, r, B, params[r.slot].mask_id);
       rows.push_back(r);
     }
     num_logits = std::max<int64_t>(num_logits, 1);  // no tensor of zero rows
     std::vector<float> logits(num_logits * V);
     for (const StepRow& r : rows) {
-      const int64_t masked =
-          std::count(tokens.begin() + r.slot * B, tokens.begin() + (r.slot + 1) * B, params[r.slot].mask_id);
+      const int64_t masked = candidates(tokens, r, B, params[r.slot].mask_id);
       for (int64_t row = r.logits_row0; row < r.logits_row0 + masked; ++row) {
         fill_logits(logits.data() + row * V, V, rng(), hot, params[r.slot].mask_id);
       }
@@ -258,13 +265,13 @@ class DecodeComparison {
                const std::vector<SlotParams>& params, const StateSnapshot& cpu, const StateSnapshot& gpu,
                Tally& tally) {
     const int B = c.block_length;
-    std::vector<bool> stepped(kSlots, false);
-    for (const StepRow& r : rows) stepped[r.slot] = true;
+    std::vector<int> candidates_end(kSlots, 0);  // 0: the slot did not step
+    for (const StepRow& r : rows) candidates_end[r.slot] = std::clamp(r.candidates_end, 0, B);
     for (int s = 0; s < kSlots; ++s) {
       int row_mismatches = 0;
       for (int j = 0; j < B; ++j) {
         const int64_t at = int64_t{s} * B + j;
-        const bool sampled = stepped[s] && tokens_before[at] == params[s].mask_id;
+        const bool sampled = j < candidates_end[s] && tokens_before[at] == params[s].mask_id;
         const bool committed = sampled && cpu.tokens[at] != params[s].mask_id;
         bool token_match = cpu.tokens[at] == gpu.tokens[at] && cpu.trajectory[at] == gpu.trajectory[at];
         if (sampled) ++tally.positions;

@@ -166,21 +166,24 @@ void test_qk_norm_rope(Report& report, Twins& tw, std::mt19937& rng) {
     std::vector<int> fresh;  // new tokens per sequence
     int nh, nkv, hd;
     bool with_norm;
+    bool with_bias = false;  // Qwen2's q/k/v biases
   };
   // Heads of up to 128 go 48 to a block (those of 128 8 lanes a head, 4 a warp) and longer ones 16:
   // 80 heads of 128 and 24 of 256 take two blocks per token; 2 + 1 + 1 heads of 128 put q, k and v
   // in one warp; 130 (odd halves) and 512 take the one-element and the widest paths.
-  for (const Case& c : {Case{{5}, 4, 2, 16, true}, Case{{3, 1, 4}, 32, 8, 128, true}, Case{{7, 2}, 3, 1, 6, true},
-                        Case{{4}, 4, 4, 128, false}, Case{{2, 19}, 2, 1, 100, true}, Case{{3, 2}, 64, 8, 128, true},
-                        Case{{3, 2}, 2, 1, 128, true}, Case{{2, 3}, 16, 4, 256, true}, Case{{3}, 6, 2, 130, true},
-                        Case{{2}, 4, 2, 512, true}}) {
+  for (const Case& c :
+       {Case{{5}, 4, 2, 16, true}, Case{{3, 1, 4}, 32, 8, 128, true}, Case{{7, 2}, 3, 1, 6, true},
+        Case{{4}, 4, 4, 128, false}, Case{{2, 19}, 2, 1, 100, true}, Case{{3, 2}, 64, 8, 128, true},
+        Case{{3, 2}, 2, 1, 128, true}, Case{{2, 3}, 16, 4, 256, true}, Case{{3}, 6, 2, 130, true},
+        Case{{2}, 4, 2, 512, true}, Case{{3, 2}, 28, 4, 128, false, true}, Case{{2, 3}, 3, 1, 6, false, true}}) {
     const int T = std::accumulate(c.fresh.begin(), c.fresh.end(), 0), S = static_cast<int>(c.fresh.size());
     const std::string name = shape_name("qk_norm_rope T,S,nh,nkv,hd", {T, S, c.nh, c.nkv, c.hd}) +
-                             (c.with_norm ? " with q/k norm" : " without norm");
+                             (c.with_norm ? " with q/k norm" : " without norm") + (c.with_bias ? ", bias" : "");
     report.run(name, [&] {
       const int64_t width = int64_t{c.nh + 2 * c.nkv} * c.hd;
       Twin qkv = tw.floats({T, width}, random_bf16(rng, size_t(T) * width, -2.0f, 2.0f));
-      Twin q_norm, k_norm;
+      Twin bias, q_norm, k_norm;
+      if (c.with_bias) bias = tw.floats({width}, random_bf16(rng, size_t(width), -1.0f, 1.0f));
       if (c.with_norm) {
         q_norm = tw.floats({c.hd}, random_bf16(rng, c.hd, 0.5f, 1.5f));
         k_norm = tw.floats({c.hd}, random_bf16(rng, c.hd, 0.5f, 1.5f));
@@ -216,13 +219,15 @@ void test_qk_norm_rope(Report& report, Twins& tw, std::mt19937& rng) {
       Twin k_cache = tw.floats({num_pages, kPageSize, c.nkv, c.hd}, random_bf16(rng, cache_elems, -1.0f, 1.0f));
       Twin v_cache = tw.floats({num_pages, kPageSize, c.nkv, c.hd}, random_bf16(rng, cache_elems, -1.0f, 1.0f));
       auto [batch_cpu, batch_cuda] = tw.batches(layout);
-      tw.cpu().qk_norm_rope(qkv.cpu, q_norm.cpu, k_norm.cpu, eps, batch_cpu, theta, c.nh, c.nkv, c.hd, k_cache.cpu,
-                            v_cache.cpu, kPageSize);
-      tw.cuda().qk_norm_rope(qkv.cuda, q_norm.cuda, k_norm.cuda, eps, batch_cuda, theta, c.nh, c.nkv, c.hd,
+      tw.cpu().qk_norm_rope(qkv.cpu, bias.cpu, q_norm.cpu, k_norm.cpu, eps, batch_cpu, theta, c.nh, c.nkv, c.hd,
+                            k_cache.cpu, v_cache.cpu, kPageSize);
+      tw.cuda().qk_norm_rope(qkv.cuda, bias.cuda, q_norm.cuda, k_norm.cuda, eps, batch_cuda, theta, c.nh, c.nkv, c.hd,
                              k_cache.cuda, v_cache.cuda, kPageSize);
       expect_close(report, name + " qkv", tw.cuda_values(qkv.cuda), tw.cpu_values(qkv.cpu), kRtol);
       expect_close(report, name + " k cache", tw.cuda_values(k_cache.cuda), tw.cpu_values(k_cache.cpu), kRtol);
-      expect_close(report, name + " v cache", tw.cuda_values(v_cache.cuda), tw.cpu_values(v_cache.cpu), 0.0);
+      // v is copied as it is, unless the bias (rounded to bf16 on the GPU) is added.
+      expect_close(report, name + " v cache", tw.cuda_values(v_cache.cuda), tw.cpu_values(v_cache.cpu),
+                   c.with_bias ? kRtol : 0.0);
     });
   }
 }

@@ -90,4 +90,43 @@ inline nlohmann::json llada_8b_config() {
           {"weight_tying", false}};
 }
 
+// Fast-dLLM v2 7B: Qwen2.5-7B-Instruct's keys plus bd_size; no mask_token_id key.
+inline nlohmann::json fast_dllm_v2_7b_config() {
+  return {{"architectures", {"Fast_dLLM_QwenForCausalLM"}},
+          {"attention_dropout", 0.0},
+          {"bd_size", 32},
+          {"bos_token_id", 151643},
+          {"eos_token_id", 151645},
+          {"hidden_act", "silu"},
+          {"hidden_size", 3584},
+          {"intermediate_size", 18944},
+          {"max_position_embeddings", 32768},
+          {"max_window_layers", 28},
+          {"model_type", "Fast_dLLM_Qwen"},
+          {"num_attention_heads", 28},
+          {"num_hidden_layers", 28},
+          {"num_key_value_heads", 4},
+          {"rms_norm_eps", 1e-6},
+          {"rope_scaling", nullptr},
+          {"rope_theta", 1000000.0},
+          {"sliding_window", 131072},
+          {"tie_word_embeddings", false},
+          {"torch_dtype", "bfloat16"},
+          {"use_cache", true},
+          {"use_sliding_window", false},
+          {"vocab_size", 152064}};
+}
+
+// Dream-v0-Instruct-7B: the same Qwen2.5-7B sizes, model_type "Dream", a mask id, no block size.
+inline nlohmann::json dream_7b_config() {
+  nlohmann::json c = fast_dllm_v2_7b_config();
+  c.erase("bd_size");
+  c["architectures"] = {"DreamModel"};
+  c["model_type"] = "Dream";
+  c["mask_token_id"] = 151666;
+  c["pad_token_id"] = 151643;
+  c["eos_token_id"] = 151643;
+  return c;
+}
+
 }  // namespace jet::test

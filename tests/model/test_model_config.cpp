@@ -370,3 +370,54 @@ TEST(ModelConfig, AConfigThatIsADeviceIsRefusedNotRead) {
     EXPECT_NE(std::string(e.what()).find("config.json is not a regular file"), std::string::npos) << e.what();
   }
 }
+
+TEST(ModelConfig, ReadsFastDllmV2) {
+  const ModelConfig c = load(fast_dllm_v2_7b_config());
+  EXPECT_EQ(c.family, ModelFamily::FAST_DLLM_V2);
+  EXPECT_EQ(c.model_type, "Fast_dLLM_Qwen");
+  EXPECT_EQ(c.head_dim, 128);  // hidden / heads: Qwen2 configs have no head_dim
+  EXPECT_EQ(c.kv_heads, 4);
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_TRUE(c.shifted_logits);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_TRUE(c.block_causal);
+  EXPECT_EQ(c.block_size, 32);
+  EXPECT_EQ(c.trained_block_size, 32);
+  EXPECT_EQ(c.mask_token_id, 151665);  // the generation code's, absent from config.json
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{151645}));
+  EXPECT_EQ(load(with(fast_dllm_v2_7b_config(), "bd_size", 8)).block_size, 8);
+  // Without model_type, the architectures entry names the family.
+  EXPECT_EQ(load(without(fast_dllm_v2_7b_config(), "model_type")).family, ModelFamily::FAST_DLLM_V2);
+  // A null num_key_value_heads means one per query head, as in Qwen2Config.
+  EXPECT_EQ(load(with(fast_dllm_v2_7b_config(), "num_key_value_heads", nullptr)).kv_heads, 28);
+}
+
+TEST(ModelConfig, ReadsDream) {
+  const ModelConfig c = load(dream_7b_config());
+  EXPECT_EQ(c.family, ModelFamily::DREAM);
+  EXPECT_EQ(c.model_type, "Dream");
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_TRUE(c.shifted_logits);
+  EXPECT_FALSE(c.block_causal);
+  EXPECT_EQ(c.mask_token_id, 151666);
+  EXPECT_EQ(c.block_size, 32);
+  EXPECT_FALSE(c.trained_block_size.has_value());  // Dream trains on whole sequences
+  // <|endoftext|> alone: the turn end joins it.
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{151643, 151645}));
+  EXPECT_EQ(load(without(dream_7b_config(), "model_type")).family, ModelFamily::DREAM);
+  EXPECT_EQ(load(with(dream_7b_config(), "head_dim", 128)).head_dim, 128);
+}
+
+TEST(ModelConfig, RefusesWhatQwen2FamiliesDoNotImplement) {
+  expect_error([] { load(with(fast_dllm_v2_7b_config(), "use_sliding_window", true)); },
+               {"use_sliding_window = true", "not supported"});
+  expect_error(
+      [] {
+        load(with(dream_7b_config(), "rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}));
+      },
+      {"rope_scaling", "not supported"});
+  expect_error([] { load(with(dream_7b_config(), "hidden_act", "gelu")); }, {"hidden_act", "not supported"});
+  expect_error([] { load(with(dream_7b_config(), "head_dim", 64)); }, {"head_dim 64", "Dream"});
+  expect_error([] { load(with(fast_dllm_v2_7b_config(), "num_attention_heads", 27)); },
+               {"hidden_size 3584", "not a multiple of num_attention_heads 27"});
+}

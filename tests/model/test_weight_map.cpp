@@ -65,6 +65,30 @@ TEST(WeightMap, ExpectedTensorsMatchTheRealCheckpointSizes) {
   const auto llada = expected_tensors(load(llada_8b_config()));
   EXPECT_EQ(llada.size(), 291u);
   EXPECT_EQ(parameter_count(llada), 8015581184);
+  // Qwen2.5-7B's 7,615,616,512 parameters, the q/k/v biases included.
+  for (const Json& qwen2 : {fast_dllm_v2_7b_config(), dream_7b_config()}) {
+    const auto tensors = expected_tensors(load(qwen2));
+    EXPECT_EQ(tensors.size(), 28u * 12 + 3);  // a layer: q, k, v and their biases, o, 2 norms, 3 MLP
+    EXPECT_EQ(parameter_count(tensors), 7615616512);
+  }
+}
+
+TEST(WeightMap, Qwen2NamesHaveBiasesAndNoQkNorm) {
+  const ModelConfig c = load(fast_dllm_v2_7b_config());
+  const LayerWeightNames n = layer_weight_names(c, 2);
+  EXPECT_EQ(n.q_proj, "model.layers.2.self_attn.q_proj.weight");
+  EXPECT_EQ(n.q_bias, "model.layers.2.self_attn.q_proj.bias");
+  EXPECT_EQ(n.k_bias, "model.layers.2.self_attn.k_proj.bias");
+  EXPECT_EQ(n.v_bias, "model.layers.2.self_attn.v_proj.bias");
+  EXPECT_TRUE(n.q_norm.empty());
+  EXPECT_TRUE(n.k_norm.empty());
+  EXPECT_TRUE(layer_weight_names(load(sdar_4b_config()), 2).q_bias.empty());
+  const auto tensors = expected_tensors(c);
+  auto shape_of = [&](const std::string& name) {
+    return std::find_if(tensors.begin(), tensors.end(), [&](const auto& t) { return t.name == name; })->shape;
+  };
+  EXPECT_EQ(shape_of(n.q_bias), (std::vector<int64_t>{3584}));
+  EXPECT_EQ(shape_of(n.v_bias), (std::vector<int64_t>{512}));
 }
 
 TEST(WeightMap, SdarNamesAndShapes) {

@@ -11,7 +11,12 @@ from model_np import ReferenceModel
 
 MAKE_TINY_MODEL = Path(__file__).resolve().parents[2] / "tools" / "make_tiny_model.py"
 # head_dim 32 for SDAR makes q_proj 128 wide for a hidden size of 64, like SDAR-4B (models.md).
-FIXTURE_ARGS = {"sdar": ["--head-dim", "32"], "sdar_moe": [], "llada": []}
+# Fast-dLLM v2 and Dream keep head_dim = hidden / heads (their configs have no head_dim key) and
+# GQA 2; Fast-dLLM v2's bd_size is 4, Dream has no block key (a request's block_length decides).
+FIXTURE_ARGS = {"sdar": ["--head-dim", "32"], "sdar_moe": [], "llada": [], "fast_dllm_v2": [],
+                "dream": []}
+# The families whose logits are shifted (docs/decoding.md §1, head steps).
+SHIFTED_ARCHS = ("fast_dllm_v2", "dream")
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,9 @@ Prints one JSON object per prompt, in order.
 
 Every denoise step recomputes the whole sequence (model_np explains why that equals the cached
 decode), so the save pass changes nothing here; and it rides in the next block's first denoise
-forward (docs/decoding.md §1), so num_forwards counts the prefill and the denoise steps only.
+forward (docs/decoding.md §1), so num_forwards counts the prefill and the denoise steps only,
+plus, for a family with shifted logits (Fast-dLLM v2, Dream), the head step of every block whose
+first position is masked; the prefill of such a family stops at P - B when B divides P (§1).
 """
 
 import argparse
@@ -23,7 +25,7 @@ import numpy as np
 import rng_np
 import sampling_np
 import strategies_np
-from model_np import ReferenceModel, block_logits
+from model_np import ReferenceModel, head_logits, sampling_logits
 
 # The original JetEngine's SamplingParams defaults (reference/jetengine.md §1.2), plus
 # dynamic_factor (docs/decoding.md §4) and a fixed seed. block_length falls back to the
@@ -63,10 +65,16 @@ def resolve_params(params, config):
 class _Sequence:
     """Decode state of one prompt: committed tokens and per-completion-token records."""
 
-    def __init__(self, prompt, block_length):
+    def __init__(self, prompt, block_length, shifted_logits=False):
         self.prompt = list(prompt)
-        self.num_prefill = len(prompt) // block_length * block_length
-        self.committed = self.prompt[:self.num_prefill]
+        # The first block starts at floor(P / B) * B. The prefill forward covers [0, num_prefill):
+        # the same, except with shifted logits and B dividing P, where the prompt's last block is
+        # left to the first block's head step, which needs the row of P - 1 (docs/decoding.md §1).
+        self.first_block_start = len(prompt) // block_length * block_length
+        self.num_prefill = self.first_block_start
+        if shifted_logits and len(prompt) % block_length == 0:
+            self.num_prefill -= block_length
+        self.committed = self.prompt[:self.first_block_start]
         self.completion, self.trajectory, self.logprobs, self.entropies = [], [], [], []
         # A prefill forward exists only when there is a prefill part (num_prefill > 0).
         self.num_forwards = 1 if self.num_prefill > 0 else 0
@@ -76,7 +84,7 @@ class _Sequence:
     def first_block(self, block_length, mask_token_id):
         """(tokens, mask flags) of the first block: the prompt tail, then masks. Flags, not token
         comparisons, say what is masked: a tail token equal to the mask id stays a prompt token."""
-        tail = self.prompt[self.num_prefill:]
+        tail = self.prompt[self.first_block_start:]
         masks = block_length - len(tail)
         return tail + [mask_token_id] * masks, [False] * len(tail) + [True] * masks
 
@@ -96,22 +104,36 @@ def _step_strategy(p, seq, block_start):
 
 
 def _denoise_block(model, seq, block, is_masked, p, mask_token_id):
-    """Runs the block's denoise steps; returns per-block-index (trajectory, logprob, entropy)."""
+    """Runs the block's head step (shifted logits, first position masked) and denoise steps;
+    returns per-block-index (trajectory, logprob, entropy)."""
     B = p["block_length"]
     block_start = len(seq.committed)
     records = [None] * B
     penalty_ids = set(seq.prompt) | set(seq.completion)
+
+    def sample(row, j):
+        return sampling_np.sample_position(
+            row, mask_token_id=mask_token_id, penalty_token_ids=penalty_ids,
+            temperature=p["temperature"], top_k=p["top_k"], top_p=p["top_p"],
+            repetition_penalty=p["repetition_penalty"], seed=p["seed"],
+            position=block_start + j, step=seq.global_step)
+
+    if model.config.shifted_logits and is_masked[0]:
+        # Head step: no row inside the block predicts its first position; the row of q0 - 1
+        # does, and it never sees the block. Committed whatever the strategy; a step of the
+        # sequence (trajectory, global step, a forward) but not one of the block's S steps.
+        head = sample(head_logits(model, seq.committed, seq.num_prefill, B), 0)
+        block[0], is_masked[0] = head.token, False
+        records[0] = (seq.global_step + 1, head.logprob, head.entropy)
+        seq.global_step += 1
+        seq.num_forwards += 1
     for s, n in enumerate(strategies_np.step_schedule(B, p["denoising_steps"])):
         masked = [j for j in range(B) if is_masked[j]]
         if not masked:
-            break  # a block finished by a dynamic strategy stops early
-        logits = block_logits(model, seq.committed, block, seq.num_prefill, B)
+            break  # a block finished by a dynamic strategy (or B = 1's head step) stops early
+        logits = sampling_logits(model, seq.committed, block, seq.num_prefill, B)
         seq.num_forwards += 1
-        samples = {j: sampling_np.sample_position(
-            logits[j], mask_token_id=mask_token_id, penalty_token_ids=penalty_ids,
-            temperature=p["temperature"], top_k=p["top_k"], top_p=p["top_p"],
-            repetition_penalty=p["repetition_penalty"], seed=p["seed"],
-            position=block_start + j, step=seq.global_step) for j in masked}
+        samples = {j: sample(logits[j], j) for j in masked}
         strategy = _step_strategy(p, seq, block_start)
         random_draws = None
         if strategy == "random":
@@ -173,11 +195,12 @@ def decode_one(model, prompt, params, max_model_len, mask_token_id=None):
     B = p["block_length"]
     if not prompt:
         raise ValueError("prompt is empty")
-    seq = _Sequence(prompt, B)
+    seq = _Sequence(prompt, B, config.shifted_logits)
     # The request must fit its first block; the engine rejects it otherwise.
-    if seq.num_prefill + B > max_model_len:
-        raise ValueError(f"prompt of {len(prompt)} tokens needs {seq.num_prefill + B} positions "
-                         f"with block_length {B}, more than max_model_len {max_model_len}")
+    if seq.first_block_start + B > max_model_len:
+        raise ValueError(f"prompt of {len(prompt)} tokens needs {seq.first_block_start + B} "
+                         f"positions with block_length {B}, more than max_model_len "
+                         f"{max_model_len}")
     stop_ids = set(p["stop_token_ids"]) | (set() if p["ignore_eos"] else set(config.eos_token_ids))
     block, is_masked = seq.first_block(B, mask)
     while True:

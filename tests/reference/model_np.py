@@ -1,4 +1,5 @@
-"""Float64 forwards of SDAR (Qwen3), SDAR-MoE (Qwen3-MoE) and LLaDA, without a KV cache.
+"""Float64 forwards of SDAR (Qwen3), SDAR-MoE (Qwen3-MoE), LLaDA, and Fast-dLLM v2 and Dream
+(Qwen2: no q/k norm, biases on q/k/v), without a KV cache.
 
 Weights are read as fp32 (what the engine computes from) and widened to float64, so the only
 difference to the engine is the engine's own fp32 rounding. Layer math: reference/models.md §1.3
@@ -7,9 +8,9 @@ load with quantize_fp8, read back as floats, and their input activations quantiz
 
 Why a full recompute with a segment mask equals the engine's cached decode (docs/decoding.md §1):
 give every position x a segment seg(x) and let query p attend key q iff seg(q) <= seg(p).
-  * block-causal models (SDAR, SDAR-MoE): seg(x) = floor(x / B);
-  * LLaDA / dLLM-Var: seg(x) = 0 for the prefilled prompt part (x < num_prefill, bidirectional
-    prefill), then one segment per block: seg(x) = 1 + floor((x - num_prefill) / B).
+  * block-causal models (SDAR, SDAR-MoE, Fast-dLLM v2): seg(x) = floor(x / B);
+  * LLaDA / dLLM-Var, Dream: seg(x) = 0 for the prefilled prompt part (x < num_prefill,
+    bidirectional prefill), then one segment per block: seg(x) = 1 + floor((x - num_prefill) / B).
 The engine writes the K/V of segment s exactly once for good: the prefill forward (segment 0 of
 LLaDA, segments 0..num_prefill/B - 1 of SDAR, each block of which sees the earlier ones and
 itself) or the save pass of a committed block, which sees all committed K/V (segments < s)
@@ -18,6 +19,12 @@ forward computes for the same tokens: both depend only on the tokens of segments
 the same attention pattern. A denoise forward of the current block (the highest segment) sees
 the whole cache plus its block, which is again "seg(q) <= seg(p)". Later denoise forwards of a
 block overwrite its K/V, so only the save forward's K/V ever reach another block.
+
+Shifted logits (Fast-dLLM v2, Dream; docs/decoding.md §1): position p is sampled from the forward
+row of p - 1. block_logits keeps the unshifted rows of the block's own positions (what a forward
+computes there); shifted_block_logits and head_logits give the rows that sample the block. With a
+prefill that stops at P - B (P a multiple of B), num_prefill is that shorter prefill: the prompt's
+last block is then its own segment, as the head step that writes it sees it.
 """
 
 import math
@@ -108,10 +115,14 @@ def activation_quantizer(group):
     return lambda x: fp8_np.fake_quantize(x, group or None)
 
 
+# Families whose attention has no block condition (the segment rule's second case).
+BIDIRECTIONAL_FAMILIES = ("llada", "dream")
+
+
 def segment_ids(family, num_tokens, num_prefill, block_length):
     """seg(x) for x in [0, num_tokens): see the module comment."""
     x = np.arange(num_tokens)
-    if family == "llada":
+    if family in BIDIRECTIONAL_FAMILIES:
         return np.where(x < num_prefill, 0, 1 + (x - num_prefill) // block_length)
     return x // block_length
 
@@ -170,6 +181,10 @@ _NAMES = {
                   gate="ff_proj.weight", up="up_proj.weight", down="ff_out.weight"),
 }
 _NAMES["sdar_moe"] = _NAMES["sdar"]
+# Qwen2 (Fast-dLLM v2, Dream): SDAR's names without q/k norms, plus the q/k/v biases.
+_NAMES["fast_dllm_v2"] = _NAMES["dream"] = dict(
+    {k: v for k, v in _NAMES["sdar"].items() if k not in ("q_norm", "k_norm")},
+    q_bias="self_attn.q_proj.bias", k_bias="self_attn.k_proj.bias", v_bias="self_attn.v_proj.bias")
 _PROJECTIONS = ("q", "k", "v", "o", "gate", "up", "down")
 _EXPERT_PARTS = ("gate_proj.weight", "up_proj.weight", "down_proj.weight")
 
@@ -177,7 +192,8 @@ _EXPERT_PARTS = ("gate_proj.weight", "up_proj.weight", "down_proj.weight")
 def is_projection(name):
     """Whether a checkpoint tensor of any family is a linear layer's weight (what FP8 quantizes):
     a layer's q / k / v / o, gate / up / down or an expert's; never a router, a norm, the
-    embedding or the head (LLaDA's ff_out is the down projection inside a block only)."""
+    embedding or the head (LLaDA's ff_out is the down projection inside a block only), nor a
+    bias (Qwen2's q/k/v biases stay in their float dtype)."""
     in_layer = any(names["layer"].split("{}")[0] in name for names in _NAMES.values())
     suffixes = tuple(names[key] for names in _NAMES.values() for key in _PROJECTIONS) + _EXPERT_PARTS
     return in_layer and name.endswith(suffixes)
@@ -240,6 +256,10 @@ class ReferenceModel:
         if c.qk_norm:
             layer["q_norm"] = take("q_norm", (c.head_dim,))
             layer["k_norm"] = take("k_norm", (c.head_dim,))
+        if c.qkv_bias:  # floats even in an FP8 checkpoint: added after the product
+            layer["q_bias"] = take("q_bias", (q_width,))
+            layer["k_bias"] = take("k_bias", (kv_width,))
+            layer["v_bias"] = take("v_bias", (kv_width,))
         if c.moe_layers[index]:
             width = c.moe_intermediate_size
             layer["router"] = take("router", (c.num_experts, hidden))
@@ -265,9 +285,12 @@ class ReferenceModel:
         c = self.config
         tokens = x.shape[0]
         fp8 = layer["fp8"]
-        q = (activation_quantizer(fp8.get("q"))(x) @ layer["q"].T).reshape(tokens, c.num_heads, c.head_dim)
-        k = (activation_quantizer(fp8.get("k"))(x) @ layer["k"].T).reshape(tokens, c.num_kv_heads, c.head_dim)
-        v = (activation_quantizer(fp8.get("v"))(x) @ layer["v"].T).reshape(tokens, c.num_kv_heads, c.head_dim)
+        q, k, v = (activation_quantizer(fp8.get(key))(x) @ layer[key].T for key in ("q", "k", "v"))
+        if c.qkv_bias:  # Qwen2: the bias joins before RoPE
+            q, k, v = q + layer["q_bias"], k + layer["k_bias"], v + layer["v_bias"]
+        q = q.reshape(tokens, c.num_heads, c.head_dim)
+        k = k.reshape(tokens, c.num_kv_heads, c.head_dim)
+        v = v.reshape(tokens, c.num_kv_heads, c.head_dim)
         if c.qk_norm:  # Qwen3: per-head RMSNorm before RoPE
             q = rms_norm(q, layer["q_norm"], c.rms_norm_eps)
             k = rms_norm(k, layer["k_norm"], c.rms_norm_eps)
@@ -310,8 +333,39 @@ class ReferenceModel:
 
 def block_logits(model, committed_tokens, block_tokens, num_prefill, block_length):
     """Logits [B, V] of the current block's positions, given the committed sequence (prompt
-    prefill + committed blocks) before it: what a denoise forward of this block sees."""
+    prefill + committed blocks) before it: what a denoise forward of this block sees. Unshifted
+    for every family: row j is the forward row of position q0 + j (q0 = the block's first)."""
     sequence = list(committed_tokens) + list(block_tokens)
     segments = segment_ids(model.config.family, len(sequence), num_prefill, block_length)
     rows = np.arange(len(committed_tokens), len(sequence))
     return model.forward(sequence, segments, rows)
+
+
+def shifted_block_logits(model, committed_tokens, block_tokens, num_prefill, block_length):
+    """Logits [B, V] that sample the block's positions under shifted logits: row j is the row of
+    position q0 + j - 1 in the same forward as block_logits. Row 0 is the row of q0 - 1, which
+    the segment rule keeps off the block (it equals head_logits); NaN when q0 = 0."""
+    sequence = list(committed_tokens) + list(block_tokens)
+    start = len(committed_tokens)
+    segments = segment_ids(model.config.family, len(sequence), num_prefill, block_length)
+    logits = model.forward(sequence, segments, np.arange(max(start - 1, 0), len(sequence) - 1))
+    if start == 0:  # position 0 has no row before it (it is a prompt token, never sampled)
+        logits = np.vstack([np.full((1, logits.shape[1]), np.nan), logits])
+    return logits
+
+
+def head_logits(model, committed_tokens, num_prefill, block_length):
+    """Logits [V] of the head step (docs/decoding.md §1): the row of the last committed position
+    q0 - 1 of a forward of the committed sequence alone, which samples the next block's first
+    position q0."""
+    if not committed_tokens:
+        raise ValueError("a head step needs a committed position before the block")
+    segments = segment_ids(model.config.family, len(committed_tokens), num_prefill, block_length)
+    return model.forward(committed_tokens, segments, [len(committed_tokens) - 1])[0]
+
+
+def sampling_logits(model, committed_tokens, block_tokens, num_prefill, block_length):
+    """The rows a denoise forward samples the block's masked positions from: shifted_block_logits
+    for a family with shifted logits, else block_logits."""
+    rows = shifted_block_logits if model.config.shifted_logits else block_logits
+    return rows(model, committed_tokens, block_tokens, num_prefill, block_length)

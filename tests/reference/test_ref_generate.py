@@ -6,11 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import generate_np
 import sampling_np
-from model_np import block_logits
+from conftest import SHIFTED_ARCHS
+from model_np import block_logits, head_logits, segment_ids, shifted_block_logits
 
 GREEDY = dict(temperature=0.0, ignore_eos=True, block_length=4, denoising_steps=4)
 PROMPT = [3, 8, 13, 21, 34]  # P = 5, B = 4: one prefill block, tail of 1 in the first block
@@ -34,22 +36,30 @@ def test_sequential_trajectory_counts_global_steps_across_blocks(tiny_models):
 EIGHT_TOKEN_PROMPT = [3, 8, 13, 21, 34, 5, 6, 7]  # two full prefill blocks, no tail
 
 
-@pytest.mark.parametrize("arch", ["sdar", "sdar_moe", "llada"])
+@pytest.mark.parametrize("arch", ["sdar", "sdar_moe", "llada", "fast_dllm_v2", "dream"])
 @pytest.mark.parametrize("strategy, steps", [
     ("low_confidence_static", 2), ("margin_static", 4), ("random", 3), ("entropy_bounded", 4),
     ("low_confidence_dynamic", 4), ("dynamic_factor", 4), ("dynamic_pmax", 4)])
 def test_forward_count_and_trajectory_range(tiny_models, arch, strategy, steps):
-    # 12 tokens = 3 whole blocks, nothing trimmed.
+    # 12 tokens = 3 whole blocks, nothing trimmed. P = 8 is a multiple of B: with shifted logits
+    # the prefill covers [0, 4) and every block (the first too) starts with a head step, a global
+    # step and a forward of its own, before its S denoise steps.
+    shifted = arch in SHIFTED_ARCHS
     out = decode(tiny_models[arch], prompt=EIGHT_TOKEN_PROMPT, max_tokens=12,
                  remasking_strategy=strategy, denoising_steps=steps)
     steps_taken = max(out["trajectory"])
     assert sorted(set(out["trajectory"])) == list(range(1, steps_taken + 1))  # >= 1 per step
-    assert out["num_forwards"] == 1 + steps_taken
+    assert out["num_forwards"] == 1 + steps_taken  # a prefill either way ([0, 8) or [0, 4))
     for block in range(3):
         block_steps = out["trajectory"][4 * block:4 * block + 4]
-        assert max(block_steps) - min(block_steps) < steps  # at most S steps per block
+        # at most S denoise steps per block, after its head step
+        assert max(block_steps) - min(block_steps) < steps + shifted
+        if shifted:  # the head step commits the block's first position, alone, first
+            assert block_steps[0] < min(block_steps[1:])
     if strategy == "low_confidence_static":
-        assert [out["trajectory"].count(t) for t in range(1, 7)] == [2] * 6  # schedule [2, 2]
+        # schedule [2, 2]: all four masks; with a head step, its one, then [2, 1] of three
+        per_block = [1, 2, 1] if shifted else [2, 2]
+        assert [out["trajectory"].count(t) for t in range(1, steps_taken + 1)] == per_block * 3
 
 
 def test_exploration_modifiers_at_their_extremes(tiny_models):
@@ -81,34 +91,143 @@ TIGHT = {"entropy_bounded": {"eb_threshold": -1.0},
          "dynamic_factor": {"dynamic_factor": 0.0}, "dynamic_pmax": {"dynamic_threshold": 2.0}}
 
 
+@pytest.mark.parametrize("arch", ["sdar_moe", "dream"])
 @pytest.mark.parametrize("strategy", sorted(LOOSE))
-def test_dynamic_strategies_at_their_extremes(tiny_models, strategy):
-    model = tiny_models["sdar_moe"]
+def test_dynamic_strategies_at_their_extremes(tiny_models, strategy, arch):
+    model = tiny_models[arch]
     loose = decode(model, prompt=EIGHT_TOKEN_PROMPT, max_tokens=12,
                    remasking_strategy=strategy, **LOOSE[strategy])
-    # The whole block in its first step: one denoise forward per block.
-    assert loose["trajectory"] == [1] * 4 + [2] * 4 + [3] * 4
-    assert loose["num_forwards"] == 1 + 3
+    if arch in SHIFTED_ARCHS:
+        # Each block: its head step, then the three masks left in one denoise forward.
+        assert loose["trajectory"] == [1, 2, 2, 2, 3, 4, 4, 4, 5, 6, 6, 6]
+        assert loose["num_forwards"] == 1 + 6
+    else:
+        # The whole block in its first step: one denoise forward per block.
+        assert loose["trajectory"] == [1] * 4 + [2] * 4 + [3] * 4
+        assert loose["num_forwards"] == 1 + 3
     tight = decode(model, prompt=EIGHT_TOKEN_PROMPT, max_tokens=12,
                    remasking_strategy=strategy, **TIGHT[strategy])
-    # One position per step (the schedule's n = 1, or "at least 1"): four steps per block.
+    # One position per step (the schedule's n = 1, or "at least 1", or a head step): four steps
+    # per block.
     assert sorted(tight["trajectory"]) == list(range(1, 13))
     assert tight["num_forwards"] == 1 + 12
 
 
+# Dream's trajectories and counts are LLaDA's here: with P mod B != 0 the first block has no head
+# step, and the second block's head step (B = 4) takes the place of its first sequential step.
+@pytest.mark.parametrize("arch", ["llada", "dream"])
 @pytest.mark.parametrize("B, prompt_len, trajectory, num_forwards", [
     (4, 2, [1, 2, 3, 4, 5, 6], 2 + 4),  # pure diffusion: the block's 2 masks, then a block of 4
     (1024, 2, [1] * 6, 4),              # pure diffusion: the block's 1022 masks, 256 a step
     (1024, 1026, [1] * 6, 1 + 4),       # a prefill forward, then the tail's block as above
 ])
-def test_prefill_forward_only_when_the_prompt_holds_a_block(tiny_models, B, prompt_len, trajectory,
-                                                            num_forwards):
+def test_prefill_forward_only_when_the_prompt_holds_a_block(tiny_models, arch, B, prompt_len,
+                                                            trajectory, num_forwards):
     prompt = [3 + i % 100 for i in range(prompt_len)]
-    out = decode(tiny_models["llada"], prompt=prompt, max_model_len=4096, max_tokens=6,
+    out = decode(tiny_models[arch], prompt=prompt, max_model_len=4096, max_tokens=6,
                  remasking_strategy="sequential", block_length=B, denoising_steps=4)
     assert out["trajectory"] == trajectory
     assert out["num_forwards"] == num_forwards  # the prefill, if any, and the denoise steps
     assert out["token_ids"][:prompt_len] == prompt and len(out["completion_ids"]) == 6
+
+
+@pytest.mark.parametrize("arch", SHIFTED_ARCHS)
+@pytest.mark.parametrize("prompt_len, B, max_tokens, trajectory, num_forwards", [
+    # P = 5: the first block starts with the prompt's tail (no head step; its masks read rows
+    # inside the block), the second with a head step (4), then anti_sequential's 11, 10, 9.
+    (5, 4, 7, [3, 2, 1, 4, 7, 6, 5], 1 + 7),
+    # P = 8: the prefill covers [0, 4); the first block's head step writes [4, 8) and samples 8.
+    (8, 4, 8, [1, 4, 3, 2, 5, 8, 7, 6], 1 + 8),
+    # P = 4 = B: the prefill would be empty, so there is no prefill forward at all.
+    (4, 4, 8, [1, 4, 3, 2, 5, 8, 7, 6], 0 + 8),
+    # B = 1: every block is its head step alone; P = 5 prefills [0, 4), P = 1 nothing.
+    (5, 1, 6, [1, 2, 3, 4, 5, 6], 1 + 6),
+    (1, 1, 6, [1, 2, 3, 4, 5, 6], 0 + 6),
+])
+def test_head_step_commits_the_first_position_whatever_the_strategy(tiny_models, arch, prompt_len,
+                                                                    B, max_tokens, trajectory,
+                                                                    num_forwards):
+    prompt = [3 + i for i in range(prompt_len)]
+    out = decode(tiny_models[arch], prompt=prompt, max_tokens=max_tokens, block_length=B,
+                 denoising_steps=B, remasking_strategy="anti_sequential")
+    assert out["trajectory"] == trajectory
+    assert out["num_forwards"] == num_forwards
+    seq = generate_np._Sequence(prompt, B, shifted_logits=True)
+    assert seq.first_block_start == prompt_len // B * B
+    assert seq.num_prefill == seq.first_block_start - (B if prompt_len % B == 0 else 0)
+    assert seq.committed == prompt[:seq.first_block_start]
+
+
+def test_unshifted_families_keep_their_prefill_and_have_no_head_step(tiny_models):
+    out = decode(tiny_models["sdar"], prompt=EIGHT_TOKEN_PROMPT, max_tokens=8,
+                 remasking_strategy="anti_sequential")
+    assert out["trajectory"] == [4, 3, 2, 1, 8, 7, 6, 5] and out["num_forwards"] == 1 + 8
+    assert generate_np._Sequence(EIGHT_TOKEN_PROMPT, 4).num_prefill == 8
+
+
+def _replay_sequential(model, prompt, B, max_tokens, **sampling):
+    """Teacher-forced replay of a shifted family's decode with S = B and sequential remasking
+    (one position per step, lowest first), from the forward's rows alone: the head step samples
+    q0 from the last row of a forward of the committed sequence, a masked p > q0 from row p - 1
+    of the block's forward. Returns (completion, forwards)."""
+    family, mask, P = model.config.family, model.config.mask_token_id, len(prompt)
+    start = P // B * B
+    num_prefill = start - B if P % B == 0 else start
+    committed, completion, step = prompt[:start], [], 0
+    block = prompt[start:] + [mask] * (B - P + start)
+    masked = [j >= P - start for j in range(B)]
+    forwards = int(num_prefill > 0)
+    while len(completion) < max_tokens:
+        penalised = set(prompt) | set(completion)
+        q0 = len(committed)
+
+        def draw(row, j):
+            return sampling_np.sample_position(
+                row, mask_token_id=mask, penalty_token_ids=penalised, seed=sampling["seed"],
+                temperature=sampling["temperature"], top_k=0, top_p=1.0,
+                repetition_penalty=sampling["repetition_penalty"], position=q0 + j, step=step).token
+
+        for j in range(B):
+            if not masked[j]:
+                continue
+            if j == 0:  # head step
+                segments = segment_ids(family, q0, num_prefill, B)
+                row = model.forward(committed, segments)[-1]
+            else:
+                row = block_logits(model, committed, block, num_prefill, B)[j - 1]
+            block[j], masked[j] = draw(row, j), False
+            step, forwards = step + 1, forwards + 1
+        completion += [t for i, t in enumerate(block) if q0 + i >= P]
+        committed, block, masked = committed + block, [mask] * B, [True] * B
+    return completion, forwards
+
+
+@pytest.mark.parametrize("arch", SHIFTED_ARCHS)
+@pytest.mark.parametrize("prompt_len, max_tokens", [(5, 11), (8, 8), (13, 7), (2, 6)])
+@pytest.mark.parametrize("sampling", [dict(temperature=0.0, repetition_penalty=1.0, seed=0),
+                                      dict(temperature=1.0, repetition_penalty=2.0, seed=11)])
+def test_shifted_decode_samples_each_position_from_the_row_before_it(tiny_models, arch, prompt_len,
+                                                                     max_tokens, sampling):
+    model = tiny_models[arch]
+    prompt = [3 + 5 * i % 97 for i in range(prompt_len)]
+    out = decode(model, prompt=prompt, max_tokens=max_tokens, remasking_strategy="sequential",
+                 **sampling)
+    completion, forwards = _replay_sequential(model, prompt, 4, max_tokens, **sampling)
+    assert out["completion_ids"] == completion
+    assert out["num_forwards"] == forwards
+    assert out["trajectory"] == list(range(1, max_tokens + 1))
+
+
+def test_shifted_rows_differ_from_unshifted_ones(tiny_models):
+    """The shift must matter on these models, or the replay above proves nothing: decoding the
+    Fast-dLLM v2 model with unshifted rows (as SDAR would) gives another completion."""
+    model = tiny_models["fast_dllm_v2"]
+    committed, block = EIGHT_TOKEN_PROMPT, [40, 41, 42, 43]
+    shifted = shifted_block_logits(model, committed, block, 4, 4)
+    np.testing.assert_allclose(shifted[0], head_logits(model, committed, 4, 4),
+                               rtol=1e-12, atol=1e-12)
+    assert [int(np.argmax(r)) for r in shifted] != \
+        [int(np.argmax(r)) for r in block_logits(model, committed, block, 4, 4)]
 
 
 @pytest.mark.parametrize("max_tokens", [1, 3, 5, 8, 10])
@@ -129,7 +248,7 @@ def _stop_candidate(completion):
     pytest.fail("the tiny model repeats one token; no stop candidate")
 
 
-@pytest.mark.parametrize("arch", ["sdar", "llada"])
+@pytest.mark.parametrize("arch", ["sdar", "llada", "fast_dllm_v2", "dream"])
 def test_stop_token_cuts_right_after_its_first_occurrence(tiny_models, arch):
     full = decode(tiny_models[arch], max_tokens=24, temperature=1.0, seed=3)
     token, index = _stop_candidate(full["completion_ids"])

@@ -10,7 +10,7 @@ import pytest
 
 import config_np
 import model_np
-from model_np import ReferenceModel, block_logits, segment_ids
+from model_np import ReferenceModel, block_logits, head_logits, segment_ids, shifted_block_logits
 
 
 def test_rms_norm_direct_formula():
@@ -94,6 +94,10 @@ def test_segment_ids():
     assert segment_ids("sdar", 10, 4, 4).tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
     assert segment_ids("llada", 12, 8, 4).tolist() == [0] * 8 + [1] * 4
     assert segment_ids("llada", 7, 0, 3).tolist() == [1, 1, 1, 2, 2, 2, 3]
+    # Dream attends like LLaDA, Fast-dLLM v2 like SDAR.
+    for x in ((12, 8, 4), (7, 0, 3), (13, 4, 4)):
+        assert segment_ids("dream", *x).tolist() == segment_ids("llada", *x).tolist()
+        assert segment_ids("fast_dllm_v2", *x).tolist() == segment_ids("sdar", *x).tolist()
 
 
 def test_zero_layers_leave_embedding_norm_and_head_without_shift(tiny_model_dirs):
@@ -107,7 +111,7 @@ def test_zero_layers_leave_embedding_norm_and_head_without_shift(tiny_model_dirs
     np.testing.assert_allclose(logits, expected, rtol=1e-13)
 
 
-@pytest.mark.parametrize("arch", ["sdar", "sdar_moe"])
+@pytest.mark.parametrize("arch", ["sdar", "sdar_moe", "fast_dllm_v2"])
 def test_block_causal_logits_ignore_later_blocks(tiny_models, arch):
     model = tiny_models[arch]
     sequence = [3, 8, 13, 21, 34, 5, 6, 7, 40, 41, 42, 43]
@@ -119,7 +123,7 @@ def test_block_causal_logits_ignore_later_blocks(tiny_models, arch):
                                full[:8], rtol=1e-12)
 
 
-@pytest.mark.parametrize("arch", ["sdar", "llada"])
+@pytest.mark.parametrize("arch", ["sdar", "llada", "fast_dllm_v2", "dream"])
 def test_attention_is_bidirectional_inside_a_segment(tiny_models, arch):
     model = tiny_models[arch]
     sequence = [3, 8, 13, 21, 34, 5, 6, 7]
@@ -131,7 +135,8 @@ def test_attention_is_bidirectional_inside_a_segment(tiny_models, arch):
 def test_llada_prefill_is_bidirectional_but_sdar_prefill_is_block_causal(tiny_models):
     prompt = [3, 8, 13, 21, 34, 5, 6, 7]
     other = prompt[:7] + [11]
-    for arch, prefill_sees_later_block in (("llada", True), ("sdar", False)):
+    for arch, prefill_sees_later_block in (("llada", True), ("sdar", False), ("dream", True),
+                                           ("fast_dllm_v2", False)):
         model = tiny_models[arch]
         rows = model.forward(prompt, segment_ids(arch, 8, 8, 4))[0]
         rows_other = model.forward(other, segment_ids(arch, 8, 8, 4))[0]
@@ -201,3 +206,194 @@ def test_bad_inputs_name_the_problem(tiny_model_dirs, tiny_models, tmp_path):
     (folder / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     with pytest.raises(ValueError, match="unknown architecture"):
         config_np.load_config(str(folder))
+
+
+# --- Fast-dLLM v2 and Dream: Qwen2 config keys, q/k/v biases, shifted logits -------------------
+
+def _edit_config(source, folder, edit, keep_generation_config=True):
+    """A copy of the model folder `source` whose config.json is edit(config) (in place)."""
+    shutil.copytree(source, folder)
+    config = json.loads((folder / "config.json").read_text())
+    edit(config)
+    (folder / "config.json").write_text(json.dumps(config))
+    if not keep_generation_config:
+        (folder / "generation_config.json").unlink()
+    return str(folder)
+
+
+@pytest.mark.parametrize("arch, model_type, architecture", [
+    ("fast_dllm_v2", "Fast_dLLM_Qwen", "Fast_dLLM_QwenForCausalLM"),
+    ("dream", "Dream", "DreamModel")])
+def test_qwen2_families_are_detected_by_model_type_or_architectures(tiny_model_dirs, tmp_path, arch,
+                                                                    model_type, architecture):
+    raw = _json(tiny_model_dirs[arch], "config.json")
+    assert raw["model_type"] == model_type and raw["architectures"] == [architecture]
+    config = config_np.load_config(tiny_model_dirs[arch])
+    assert config.family == arch and config.qkv_bias and config.shifted_logits
+    assert not config.qk_norm and config.moe_layers == (False, False)
+    by_architecture = _edit_config(tiny_model_dirs[arch], tmp_path / "arch",
+                                   lambda c: c.pop("model_type"))
+    assert config_np.load_config(by_architecture) == config
+    by_model_type = _edit_config(tiny_model_dirs[arch], tmp_path / "type",
+                                 lambda c: c.update(architectures=["SomethingElse"]))
+    assert config_np.load_config(by_model_type) == config
+
+
+def test_qwen2_config_keys_and_their_defaults(tiny_model_dirs, tmp_path):
+    folder = tiny_model_dirs["fast_dllm_v2"]
+    raw, config = _json(folder, "config.json"), config_np.load_config(folder)
+    assert "head_dim" not in raw and config.head_dim == 64 // 4  # hidden / heads
+    assert (config.num_heads, config.num_kv_heads, config.hidden_size) == (4, 2, 64)
+    assert config.block_size == raw["bd_size"] == 4
+    assert config.mask_token_id == raw["mask_token_id"]  # the small vocabulary's mask
+    assert list(config.eos_token_ids) == _json(folder, "generation_config.json")["eos_token_id"]
+
+    def strip(c):  # what the real Fast-dLLM v2 configs lack, or leave to their defaults
+        for key in ("bd_size", "mask_token_id", "tie_word_embeddings", "eos_token_id"):
+            c.pop(key)
+        c["num_key_value_heads"] = None
+    bare = config_np.load_config(_edit_config(folder, tmp_path / "bare", strip, False))
+    assert (bare.block_size, bare.mask_token_id, bare.num_kv_heads) == (32, 151665, 4)
+    assert bare.eos_token_ids == (151645, 151643) and bare.tie_word_embeddings is False
+    no_kv_key = _edit_config(folder, tmp_path / "no_kv", lambda c: c.pop("num_key_value_heads"))
+    assert config_np.load_config(no_kv_key).num_kv_heads == 4
+    # Fast-dLLM v2 reads head_dim where given (transformers' Qwen2 does), Dream refuses another.
+    wide = _edit_config(folder, tmp_path / "wide", lambda c: c.update(head_dim=32))
+    assert config_np.load_config(wide).head_dim == 32
+    dream_folder = tiny_model_dirs["dream"]
+    dream = config_np.load_config(dream_folder)
+    assert dream.block_size == 32
+    assert dream.mask_token_id == _json(dream_folder, "config.json")["mask_token_id"]
+    assert dream.eos_token_ids == (_json(dream_folder, "generation_config.json")["eos_token_id"],)
+    bare_dream = config_np.load_config(_edit_config(
+        dream_folder, tmp_path / "bare_dream",
+        lambda c: [c.pop(k) for k in ("mask_token_id", "eos_token_id")], False))
+    assert (bare_dream.mask_token_id, bare_dream.eos_token_ids) == (151666, (151643,))
+    same_head_dim = _edit_config(dream_folder, tmp_path / "same", lambda c: c.update(head_dim=16))
+    assert config_np.load_config(same_head_dim).head_dim == 16
+    with pytest.raises(ValueError, match="head_dim 32 differs"):
+        config_np.load_config(_edit_config(dream_folder, tmp_path / "d32",
+                                           lambda c: c.update(head_dim=32)))
+    # Dream's code has q/k/v biases whatever attention_bias says.
+    for value in (False, True):
+        flagged = _edit_config(dream_folder, tmp_path / f"bias_{value}",
+                               lambda c: c.update(attention_bias=value))
+        assert config_np.load_config(flagged).qkv_bias
+        ReferenceModel.from_dir(flagged)
+    # Default rope scaling in either spelling, and no sliding window, are accepted.
+    for index, (key, value) in enumerate((("rope_scaling", {"rope_type": "default"}),
+                                          ("rope_scaling", {"type": "default"}),
+                                          ("use_sliding_window", False))):
+        accepted = _edit_config(folder, tmp_path / f"ok_{index}", lambda c: c.update({key: value}))
+        assert config_np.load_config(accepted) == config
+
+
+@pytest.mark.parametrize("arch", ["fast_dllm_v2", "dream"])
+@pytest.mark.parametrize("key, value", [("use_sliding_window", True),
+                                        ("rope_scaling", {"rope_type": "yarn", "factor": 4.0}),
+                                        ("rope_scaling", {"type": "linear", "factor": 2.0}),
+                                        ("hidden_act", "gelu")])
+def test_qwen2_unsupported_keys_are_refused_by_name(tiny_model_dirs, tmp_path, arch, key, value):
+    folder = _edit_config(tiny_model_dirs[arch], tmp_path / "bad", lambda c: c.update({key: value}))
+    with pytest.raises(ValueError, match=key):
+        config_np.load_config(folder)
+
+
+@pytest.mark.parametrize("arch", ["fast_dllm_v2", "dream"])
+def test_qkv_biases_are_read_and_change_the_logits(tiny_model_dirs, tiny_models, arch):
+    model = tiny_models[arch]
+    tokens = [3, 8, 13, 21, 34, 5, 6, 7]
+    segments = segment_ids(arch, 8, 4, 4)
+    base = model.forward(tokens, segments)
+    for key in ("q_bias", "k_bias", "v_bias"):
+        assert np.abs(model.layers[0][key]).max() > 0.1  # the generator's biases are not zero
+        saved = [layer[key] for layer in model.layers]
+        for layer in model.layers:
+            layer[key] = np.zeros_like(layer[key])
+        try:
+            changed = model.forward(tokens, segments)
+        finally:
+            for layer, bias in zip(model.layers, saved):
+                layer[key] = bias
+        # A q or k bias moves attention scores (all but a softmax-invariant part), v the values.
+        assert not np.allclose(changed[1:], base[1:], rtol=1e-6), key
+    config = config_np.load_config(tiny_model_dirs[arch])
+    tensors = model_np.safetensors_np.load_checkpoint(tiny_model_dirs[arch])
+    del tensors["model.layers.1.self_attn.v_proj.bias"]
+    with pytest.raises(ValueError, match="v_proj.bias is missing"):
+        ReferenceModel(config, tensors)
+
+
+def test_qkv_bias_is_added_before_rope(tiny_models):
+    """One layer's q by hand: (x Wq^T + bq), then RoPE at the row's position; a bias added after
+    RoPE would give another q for every position but 0."""
+    model = tiny_models["fast_dllm_v2"]
+    layer, c = model.layers[0], model.config
+    x = model_np.rms_norm(model.embed[[3, 8, 13]], layer["attn_norm"], c.rms_norm_eps)
+    q = (x @ layer["q"].T + layer["q_bias"]).reshape(3, c.num_heads, c.head_dim)
+    want = model_np.rope(q, [0, 1, 2], c.rope_theta)
+    unbiased = (x @ layer["q"].T).reshape(3, c.num_heads, c.head_dim)
+    wrong = model_np.rope(unbiased, [0, 1, 2], c.rope_theta) + \
+        layer["q_bias"].reshape(c.num_heads, c.head_dim)
+    assert not np.allclose(want[1:], wrong[1:])
+    captured = {}
+    original = model_np.rope
+
+    def spy(values, positions, theta):
+        captured.setdefault("q", values)  # the first call of the first layer rotates q
+        return original(values, positions, theta)
+
+    model_np.rope = spy
+    try:
+        model.forward([3, 8, 13], [0, 0, 0])
+    finally:
+        model_np.rope = original
+    np.testing.assert_allclose(original(captured["q"], [0, 1, 2], c.rope_theta), want, rtol=1e-13)
+
+
+@pytest.mark.parametrize("arch", ["fast_dllm_v2", "dream"])
+def test_shifted_rows_are_the_rows_before_each_position(tiny_models, arch):
+    model = tiny_models[arch]
+    committed, block = [3, 8, 13, 21, 34, 5, 6, 7], [40, 41, 42, 43]
+    for num_prefill in (8, 4):  # a whole-prompt prefill, and one that stops at P - B
+        unshifted = block_logits(model, committed, block, num_prefill, 4)
+        shifted = shifted_block_logits(model, committed, block, num_prefill, 4)
+        full = model.forward(committed + block, segment_ids(arch, 12, num_prefill, 4))
+        np.testing.assert_allclose(shifted[1:], unshifted[:-1], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(shifted, full[7:11], rtol=1e-12, atol=1e-12)
+        # Row 0 (the head row) never sees the block: the head step's own forward gives it.
+        head = head_logits(model, committed, num_prefill, 4)
+        np.testing.assert_allclose(shifted[0], head, rtol=1e-12, atol=1e-12)
+        other = shifted_block_logits(model, committed, [9, 9, 9, 9], num_prefill, 4)
+        np.testing.assert_allclose(other[0], head, rtol=1e-12, atol=1e-12)
+        assert not np.allclose(other[1:], shifted[1:])
+    # With the prefill at P - B the prompt's last block is its own segment: for Dream it no
+    # longer sees itself as part of the prefill, so its rows differ; block-causal ones do not.
+    same = np.allclose(head_logits(model, committed, 8, 4), head_logits(model, committed, 4, 4),
+                       rtol=1e-12, atol=1e-12)
+    assert same == (arch == "fast_dllm_v2")
+    # The first block of a prompt shorter than B starts at 0: no row before position 0.
+    first = shifted_block_logits(model, [], [3, 8, 40, 41], 0, 4)
+    assert np.isnan(first[0]).all()
+    np.testing.assert_allclose(first[1:], block_logits(model, [], [3, 8, 40, 41], 0, 4)[:3],
+                               rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="head step"):
+        head_logits(model, [], 0, 4)
+
+
+def test_qwen2_fp8_at_load_keeps_the_biases_in_float(tiny_model_dirs, tiny_models):
+    folder = tiny_model_dirs["fast_dllm_v2"]
+    tensors = model_np.safetensors_np.load_checkpoint(folder)
+    biases = [name for name in tensors if name.endswith(".bias")]
+    assert len(biases) == 3 * 2 and not any(model_np.is_projection(name) for name in biases)
+    assert model_np.is_projection("model.layers.0.self_attn.q_proj.weight")
+    fp8 = ReferenceModel.from_dir(folder, quantize_fp8=True)
+    for quantized, plain in zip(fp8.layers, tiny_models["fast_dllm_v2"].layers):
+        assert set(quantized["fp8"]) == {"q", "k", "v", "o", "mlp_in", "mlp_hidden"}
+        for key in ("q_bias", "k_bias", "v_bias"):
+            np.testing.assert_array_equal(quantized[key], plain[key])
+    tokens, segments = [3, 8, 13, 21, 34], segment_ids("fast_dllm_v2", 5, 4, 4)
+    float_logits = tiny_models["fast_dllm_v2"].forward(tokens, segments)
+    fp8_logits = fp8.forward(tokens, segments)
+    assert not np.array_equal(fp8_logits, float_logits)
+    assert np.abs(fp8_logits - float_logits).max() < 0.2 * np.abs(float_logits).max()

@@ -4,7 +4,9 @@ generate_np) on tiny random SDAR and LLaDA models from tools/make_tiny_model.py.
 
     python3 tests/reference/test_torch_sdar.py      (or pytest; skipped where torch is missing)
 
-Covers: logits of a block-causal (SDAR) and a bidirectional (LLaDA) forward, the KV-cache path,
+Covers: logits of a block-causal (SDAR) and a bidirectional (LLaDA) forward, the same for the
+Qwen2 families (Fast-dLLM v2 block-causal, Dream bidirectional; q/k/v biases) with their shifted
+rows (row p - 1 samples p, head rows included) against model_np's, the KV-cache path,
 the SDAR training mask (its clean half is the block-causal forward; its noisy block i is block i
 seen after clean blocks < i), save/load round trips (LLaDA's under the OLMo names), and
 greedy_block_decode (completions and forward counts, low_confidence_static and _dynamic) against
@@ -27,7 +29,7 @@ except ImportError:  # run as a script where pytest is not installed
     import torch
 import generate_np  # noqa: E402
 import torch_sdar  # noqa: E402
-from model_np import ReferenceModel, segment_ids  # noqa: E402
+from model_np import ReferenceModel, head_logits, segment_ids, shifted_block_logits  # noqa: E402
 
 MAKE_TINY_MODEL = Path(__file__).resolve().parents[2] / "tools" / "make_tiny_model.py"
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -39,7 +41,12 @@ SHAPES = {"wide": ("sdar", ["--head-dim", "32"]),
                            "--intermediate", "80"]),
           "llada": ("llada", []),
           "llada_gqa": ("llada", ["--layers", "3", "--hidden", "48", "--heads", "6", "--kv-heads", "3",
-                                  "--intermediate", "80"])}
+                                  "--intermediate", "80"]),
+          # Fast-dLLM v2 with a head_dim key wider than hidden / heads; Dream with GQA 3.
+          "fast_dllm_v2": ("fast_dllm_v2", ["--head-dim", "24"]),
+          "dream": ("dream", ["--layers", "3", "--hidden", "48", "--heads", "6", "--kv-heads", "2",
+                              "--intermediate", "80"])}
+BIDIRECTIONAL = ("llada", "dream")
 _DIRS = {}
 
 
@@ -81,13 +88,43 @@ def test_logits_match_numpy():
     for shape, (arch, _) in SHAPES.items():
         model, reference = load(shape), ReferenceModel.from_dir(model_dir(shape))
         assert isinstance(model, torch_sdar.LladaModel) == (arch == "llada"), shape
+        assert isinstance(model, torch_sdar.Qwen2Model) == (arch in ("fast_dllm_v2", "dream")), shape
         tokens = random_tokens(model, 13, seed=1)
         got = run(model, tokens, torch_sdar.block_causal_mask(13, B))[0].cpu().numpy()
         want = reference.forward(tokens, segment_ids("sdar", 13, 12, B))
         assert rel_err(got, want) < 1e-4, shape
-        if arch == "llada":  # bidirectional: every token sees every other
+        if arch in BIDIRECTIONAL:  # bidirectional: every token sees every other
             got = run(model, tokens, torch.ones(13, 13, dtype=torch.bool))[0].cpu().numpy()
             assert rel_err(got, reference.forward(tokens, np.zeros(13, dtype=int))) < 1e-4, shape
+
+
+def test_qwen2_shifted_rows_match_numpy():
+    """Teacher-forced: the torch forward over committed + block under the family's segments;
+    its rows q0 - 1 .. q0 + B - 2 are model_np's shifted block rows (row 0 the head row)."""
+    for shape in ("fast_dllm_v2", "dream"):
+        model, reference = load(shape), ReferenceModel.from_dir(model_dir(shape))
+        assert model.shifted_logits and model.block_causal == (shape == "fast_dllm_v2")
+        tokens = random_tokens(model, 16, seed=6)
+        committed, block = tokens[:12], tokens[12:]
+        for num_prefill in (12, 8, 0):
+            seg = torch.tensor(segment_ids(reference.config.family, 16, num_prefill, B))
+            got = run(model, tokens, seg[None, :] <= seg[:, None])[0].cpu().numpy()
+            want = shifted_block_logits(reference, committed, block, num_prefill, B)
+            assert rel_err(got[11:15], want) < 1e-4, (shape, num_prefill)
+            head = head_logits(reference, committed, num_prefill, B)
+            assert rel_err(got[11], head) < 1e-4, (shape, num_prefill)
+        # The biases are in the torch checkpoint and matter.
+        with torch.no_grad():
+            for layer in model.model.layers:
+                layer.self_attn.k_proj.bias.zero_()
+        unbiased = run(model, tokens, torch_sdar.block_causal_mask(16, B))[0].cpu().numpy()
+        assert rel_err(unbiased, reference.forward(tokens, segment_ids("sdar", 16, 12, B))) > 1e-3, shape
+        try:
+            torch_sdar.greedy_block_decode(model, [tokens[:5]], B, B, 4, model.config["mask_token_id"], [])
+        except ValueError as error:
+            assert "shifted logits" in str(error)
+        else:
+            raise AssertionError("greedy_block_decode must refuse a model with shifted logits")
 
 
 def test_kv_cache_matches_full_forward():
@@ -131,7 +168,7 @@ def test_training_input_semantics():
 
 
 def test_save_load_round_trip():
-    for shape in ("odd", "llada_gqa"):
+    for shape in ("odd", "llada_gqa", "dream"):
         model = load(shape)
         with tempfile.TemporaryDirectory() as out:
             torch_sdar.save_model(model, model.config, out, dtype=torch.float32)

@@ -1,5 +1,5 @@
-"""An independent PyTorch SDAR (Qwen3) network and its LLaDA variant, their masks, HF-folder I/O
-and a block-diffusion decoder.
+"""An independent PyTorch SDAR (Qwen3) network, its LLaDA variant and its Qwen2 variant
+(Fast-dLLM v2, Dream), their masks, HF-folder I/O and a block-diffusion decoder.
 
 Written from reference/models.md §1-2 and docs/decoding.md, not from the engine. Used by
 tools/train_tiny_sdar.py and tools/train_tiny_llada.py (training and evaluating the demo models)
@@ -8,6 +8,7 @@ and as the plain-PyTorch eager baseline of the benchmarks (what a user would wri
     config = load_config(dir)                                  config.json as a dict
     model = SdarModel(config)                                  parameter names = HF checkpoint names
     model = LladaModel(config)                                 the same network, OLMo checkpoint names
+    model = Qwen2Model(config)                                 Fast-dLLM v2 / Dream: q/k/v biases, no q/k norms
     logits = model(ids, positions, attn_mask)                  [N, T, V] float32
     logits, kv = model(ids, positions, attn_mask, past_kv, use_cache=True)
     model = load_model(dir, device, dtype); save_model(model, config, out_dir)
@@ -21,6 +22,10 @@ files' flavour), per-head q/k RMSNorm before RoPE, NeoX rotate-half RoPE over th
 GQA, SwiGLU, no biases, no logit shift (logits at position i predict token i). LLaDA (models.md
 §2.2) is that network without the q/k norms, with head_dim = d_model / n_heads; its RMSNorm casts
 before the weight multiply, which differs from this one only in the rounding of bf16 activations.
+Qwen2 (Fast-dLLM v2, Dream) is the network without the q/k norms, with biases on q, k and v (added
+before RoPE), under SDAR's names; its logits are shifted (position p is predicted by the row of
+p - 1), which this module leaves to the caller: the forward returns every position's own row, and
+greedy_block_decode refuses such a model.
 
 Checkpoints are read by tests/reference/safetensors_np.py and written by tools/safetensors_io.py
 (NumPy only: Debian packages torch but not safetensors).
@@ -98,19 +103,19 @@ attention = getattr(F, "scaled_dot_product_attention", None) or _math_attention
 
 
 class Attention(nn.Module):
-    def __init__(self, config, qk_norm):
+    def __init__(self, config, qk_norm, qkv_bias=False):
         super().__init__()
         hidden = config["hidden_size"]
         self.num_heads = config["num_attention_heads"]
-        self.num_kv_heads = config.get("num_key_value_heads", self.num_heads)
+        self.num_kv_heads = config.get("num_key_value_heads") or self.num_heads  # null: MHA
         self.head_dim = config.get("head_dim") or hidden // self.num_heads
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"{self.num_heads} attention heads are not a multiple of "
                              f"{self.num_kv_heads} kv heads")
         eps = config.get("rms_norm_eps", 1e-6)
-        self.q_proj = nn.Linear(hidden, self.num_heads * self.head_dim, bias=False)
-        self.k_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=False)
-        self.v_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=False)
+        self.q_proj = nn.Linear(hidden, self.num_heads * self.head_dim, bias=qkv_bias)
+        self.k_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=qkv_bias)
+        self.v_proj = nn.Linear(hidden, self.num_kv_heads * self.head_dim, bias=qkv_bias)
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, hidden, bias=False)
         self.qk_norm = qk_norm
         if qk_norm:
@@ -151,11 +156,11 @@ class Mlp(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, config, qk_norm):
+    def __init__(self, config, qk_norm, qkv_bias=False):
         super().__init__()
         eps = config.get("rms_norm_eps", 1e-6)
         self.input_layernorm = RMSNorm(config["hidden_size"], eps)
-        self.self_attn = Attention(config, qk_norm)
+        self.self_attn = Attention(config, qk_norm, qkv_bias)
         self.post_attention_layernorm = RMSNorm(config["hidden_size"], eps)
         self.mlp = Mlp(config)
 
@@ -170,19 +175,21 @@ class SdarModel(nn.Module):
     model.layers.{i}.self_attn.q_proj.weight, ..., model.norm.weight, lm_head.weight."""
 
     qk_norm = True
+    qkv_bias = False
+    shifted_logits = False  # position p predicted by the row of p - 1 (docs/decoding.md §1)
     block_causal = True  # how the engine attends (docs/decoding.md §1); greedy_block_decode follows it
 
     def __init__(self, config):
         super().__init__()
         if config.get("rope_scaling") is not None:
             raise ValueError(f"rope_scaling {config['rope_scaling']!r} is not supported")
-        if config.get("attention_bias", False):
+        if not self.qkv_bias and config.get("attention_bias", False):
             raise ValueError("attention_bias = true is not supported (SDAR has no biases)")
         self.config = config
         hidden, vocab = config["hidden_size"], config["vocab_size"]
         self.model = nn.Module()
         self.model.embed_tokens = nn.Embedding(vocab, hidden)
-        self.model.layers = nn.ModuleList(DecoderLayer(config, self.qk_norm)
+        self.model.layers = nn.ModuleList(DecoderLayer(config, self.qk_norm, self.qkv_bias)
                                           for _ in range(config["num_hidden_layers"]))
         self.model.norm = RMSNorm(hidden, config.get("rms_norm_eps", 1e-6))
         self.lm_head = nn.Linear(hidden, vocab, bias=False)
@@ -193,12 +200,14 @@ class SdarModel(nn.Module):
         self.rope_theta = float(config.get("rope_theta", 1e6))
 
     def init_weights(self, std=0.02):
-        """Random init for training from scratch: norms 1, matrices N(0, std), the two projections
+        """Random init for training from scratch: norms 1, biases 0, matrices N(0, std), the two projections
         that write into the residual stream scaled by 1/sqrt(2 * layers) (GPT-2) so that the
         residual's variance does not grow with depth."""
         residual_std = std / math.sqrt(2 * len(self.model.layers))
         for name, p in self.named_parameters():
-            if p.dim() == 1:
+            if name.endswith(".bias"):  # Qwen2's q/k/v biases
+                nn.init.zeros_(p)
+            elif p.dim() == 1:
                 nn.init.ones_(p)
             elif name.endswith(("o_proj.weight", "down_proj.weight")):
                 nn.init.normal_(p, 0.0, residual_std)
@@ -277,12 +286,55 @@ class LladaModel(SdarModel):
         return f"model.transformer.blocks.{layer}.{_LLADA_LAYER_NAMES[module]}.{kind}"
 
 
+class Qwen2Model(SdarModel):
+    """Fast-dLLM v2 (model_type Fast_dLLM_Qwen, block-causal) and Dream (model_type Dream,
+    bidirectional like LLaDA): the Qwen2 network, SDAR's without the q/k norms and with q/k/v
+    biases (Dream's code has them whatever its attention_bias says), under SDAR's names plus
+    self_attn.{q,k,v}_proj.bias. Logits are shifted: the row of p - 1 predicts p."""
+
+    qk_norm = False
+    qkv_bias = True
+    shifted_logits = True
+
+    def __init__(self, config):
+        for key, allowed in (("use_sliding_window", (False, None)), ("hidden_act", ("silu",))):
+            if config.get(key, allowed[0]) not in allowed:
+                raise ValueError(f"{key} = {config[key]!r} is not supported")
+        scaling = config.get("rope_scaling")
+        if scaling is not None and (scaling.get("rope_type") or scaling.get("type")) != "default":
+            raise ValueError(f"rope_scaling {scaling!r} is not supported")
+        family = model_family(config)
+        keys = dict(config, rope_scaling=None)
+        if family == "dream":
+            keys["head_dim"] = config["hidden_size"] // config["num_attention_heads"]  # what Dream computes
+        keys.setdefault("rope_theta", 10000.0)  # Qwen2's default
+        super().__init__(keys)
+        self.config = config
+        self.block_causal = family == "fast_dllm_v2"  # Dream attends like LLaDA
+
+
+_FAMILIES = {"sdar": "sdar", "llada": "llada", "Fast_dLLM_Qwen": "fast_dllm_v2", "Dream": "dream"}
+_FAMILY_BY_ARCHITECTURE = {"SDARForCausalLM": "sdar", "LLaDAModelLM": "llada",
+                           "Fast_dLLM_QwenForCausalLM": "fast_dllm_v2", "DreamModel": "dream"}
+
+
+def model_family(config):
+    """sdar, llada, fast_dllm_v2 or dream, by config.json's model_type (architectures when it has
+    none; sdar when neither says)."""
+    kind = config.get("model_type")
+    if kind is None:
+        kind = next((_FAMILY_BY_ARCHITECTURE[a] for a in config.get("architectures", [])
+                     if a in _FAMILY_BY_ARCHITECTURE), "sdar")
+    elif kind in _FAMILIES:
+        kind = _FAMILIES[kind]
+    else:
+        raise ValueError(f"model_type {kind!r} is not supported here (sdar, llada, Fast_dLLM_Qwen, Dream)")
+    return kind
+
+
 def model_class(config):
-    """SdarModel or LladaModel, by config.json's model_type (architectures when it has none)."""
-    kind = config.get("model_type") or ("llada" if "LLaDAModelLM" in config.get("architectures", []) else "sdar")
-    if kind not in ("sdar", "llada"):
-        raise ValueError(f"model_type {kind!r} is not supported here (sdar, llada)")
-    return LladaModel if kind == "llada" else SdarModel
+    """SdarModel, LladaModel or Qwen2Model, by config.json's model_type (architectures when it has none)."""
+    return {"llada": LladaModel, "fast_dllm_v2": Qwen2Model, "dream": Qwen2Model}.get(model_family(config), SdarModel)
 
 
 def load_model(model_dir, device="cuda", dtype=torch.bfloat16):
@@ -375,6 +427,8 @@ def greedy_block_decode(model, prompts, block_length, steps, max_tokens, mask_id
     writes its K/V. Finished sequences leave the batch. Sequences are left-padded by multiples of
     B so that their blocks line up.
     """
+    if model.shifted_logits:
+        raise ValueError("greedy_block_decode does not implement shifted logits (head steps, docs/decoding.md §1)")
     B = block_length
     counts = step_counts(B, steps)
     device = next(model.parameters()).device

@@ -29,6 +29,9 @@ void CpuBackend::gather_block_tokens(const Tensor& blocks, const Tensor& slots, 
 
 namespace {
 
+// The block positions j < candidates_end(r, B) that are masked are the row's candidates (StepRow).
+int candidates_end(const StepRow& r, int B) { return std::clamp(r.candidates_end, 0, B); }
+
 // Rejects rows that would make the loops below read or write out of bounds, or that break
 // StepRow's contract (each row's logits rows follow the previous row's). With num_logits >= 0,
 // every masked position must also have one of the step's logits rows.
@@ -49,12 +52,12 @@ void validate_rows(const char* op, const std::vector<StepRow>& rows, const Decod
     JET_CHECK(strategy >= 0 && strategy <= static_cast<int>(Strategy::EntropyBounded), op, ": slot ", slot,
               " has an invalid strategy value ", strategy);
     const int32_t* block = st.tokens.ptr<int32_t>() + int64_t{slot} * B;
-    const int64_t masked = std::count(block, block + B, p.mask_id);
+    const int64_t candidates = std::count(block, block + candidates_end(rows[i], B), p.mask_id);
     JET_CHECK(rows[i].logits_row0 >= next_free, op, ": row ", i, " starts at logits row ", rows[i].logits_row0,
-              ", before row ", next_free, " where the previous rows' masked positions end");
-    next_free = rows[i].logits_row0 + masked;
+              ", before row ", next_free, " where the previous rows' candidates end");
+    next_free = rows[i].logits_row0 + candidates;
     JET_CHECK(num_logits < 0 || next_free <= num_logits, op, ": row ", i, " needs logits rows [", rows[i].logits_row0,
-              ", ", next_free, ") for its masked positions, got ", num_logits, " rows");
+              ", ", next_free, ") for its candidates, got ", num_logits, " rows");
   }
 }
 
@@ -78,8 +81,8 @@ void CpuBackend::sample_positions(const Tensor& logits, int64_t first_row, const
   const int32_t* tokens = st.tokens.ptr<int32_t>();
   auto* samples = reinterpret_cast<PositionSample*>(st.samples.data);
 
-  // The k-th masked position of row i has logits row rows[i].logits_row0 + k; this call holds
-  // rows [first_row, end).
+  // The k-th candidate of row i has logits row rows[i].logits_row0 + k; this call holds rows
+  // [first_row, end).
   struct Masked {
     int i, j;
     int64_t logits_row;
@@ -89,7 +92,7 @@ void CpuBackend::sample_positions(const Tensor& logits, int64_t first_row, const
   for (int i = 0; i < num_rows; ++i) {
     const SlotParams& p = params[rows[i].slot];
     int64_t logits_row = rows[i].logits_row0;
-    for (int j = 0; j < B && logits_row < end; ++j) {
+    for (int j = 0; j < candidates_end(rows[i], B) && logits_row < end; ++j) {
       if (tokens[int64_t{rows[i].slot} * B + j] != p.mask_id) continue;
       if (logits_row >= first_row) masked.push_back({i, j, logits_row});
       ++logits_row;
@@ -118,7 +121,7 @@ void CpuBackend::commit_step(const Tensor& rows_bytes, int num_rows, int64_t num
   int32_t* tokens = st.tokens.ptr<int32_t>();
   const auto* samples = reinterpret_cast<const PositionSample*>(st.samples.data);
 
-  // Per row: the strategy picks among the masked positions, the picked ones are committed.
+  // Per row: the strategy picks among the candidates, the picked ones are committed.
 #pragma omp parallel for num_threads(thread_count())
   for (int i = 0; i < num_rows; ++i) {
     const StepRow& r = rows[i];
@@ -126,7 +129,7 @@ void CpuBackend::commit_step(const Tensor& rows_bytes, int num_rows, int64_t num
     const Strategy strategy = step_strategy(p, r);
     const int64_t base = int64_t{r.slot} * B;
     std::vector<PositionScore> scores;
-    for (int j = 0; j < B; ++j) {
+    for (int j = 0; j < candidates_end(r, B); ++j) {
       if (tokens[base + j] != p.mask_id) continue;
       const PositionSample& s = samples[base + j];
       const double random = strategy == Strategy::Random

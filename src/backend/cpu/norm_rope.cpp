@@ -53,11 +53,12 @@ void CpuBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w,
   }
 }
 
-void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& bias, const Tensor& q_norm, const Tensor& k_norm, float eps,
                               const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd, Tensor& k_cache,
                               Tensor& v_cache, int page_size) {
   const int64_t T =
-      check_qk_norm_rope_args(qkv, q_norm, k_norm, batch, nh, nkv, hd, k_cache, v_cache, page_size, DType::F32).tokens;
+      check_qk_norm_rope_args(qkv, bias, q_norm, k_norm, batch, nh, nkv, hd, k_cache, v_cache, page_size, DType::F32)
+          .tokens;
   const int64_t width = int64_t{nh + 2 * nkv} * hd, kv_width = int64_t{nkv} * hd;
   const bool norm_q = q_norm.data != nullptr, norm_k = k_norm.data != nullptr;
   // The cache slot of every token: (sequence, position) through the page table.
@@ -86,10 +87,19 @@ void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k
         cos_a[i] = std::cos(angle);
         sin_a[i] = std::sin(angle);
       }
-      const float* row = data + t * width;
+      float* row = data + t * width;
       float* k_row = k_cache.ptr<float>() + slot[t] * kv_width;
+      float* v_row = v_cache.ptr<float>() + slot[t] * kv_width;
       std::copy_n(row + int64_t{nh} * hd, kv_width, k_row);
-      std::copy_n(row + int64_t{nh} * hd + kv_width, kv_width, v_cache.ptr<float>() + slot[t] * kv_width);
+      std::copy_n(row + int64_t{nh} * hd + kv_width, kv_width, v_row);
+      if (bias.data) {  // q in place, k and v in the cache
+        const float* b = bias.ptr<float>();
+        for (int64_t i = 0; i < int64_t{nh} * hd; ++i) row[i] += b[i];
+        for (int64_t i = 0; i < kv_width; ++i) {
+          k_row[i] += b[int64_t{nh} * hd + i];
+          v_row[i] += b[int64_t{nh} * hd + kv_width + i];
+        }
+      }
       for (int h = 0; h < nh + nkv; ++h) {  // q heads in place, then k heads in the cache
         const bool is_q = h < nh;
         float* head = is_q ? data + t * width + int64_t{h} * hd : k_row + int64_t{h - nh} * hd;

@@ -134,8 +134,8 @@ using LongSingleRope = RopeLayout<1, 32, 8, 2, 8, 2>;
 // anything: the previous kernel is a GEMM whose CTAs hold the multiprocessors to its end.)
 template <typename L>
 __global__ void __launch_bounds__(L::kThreads, L::kMinBlocks)
-    qk_norm_rope_kernel(bf16* qkv, const bf16* q_norm, const bf16* k_norm, CacheSlots cache, float eps, int nh, int nkv,
-                        int hd, RopeFrequencies freqs) {
+    qk_norm_rope_kernel(bf16* qkv, const bf16* bias, const bf16* q_norm, const bf16* k_norm, CacheSlots cache,
+                        float eps, int nh, int nkv, int hd, RopeFrequencies freqs) {
   constexpr int P = L::P, kLanes = L::kLanes, kPacks = L::kPacks, kSteps = L::kSteps;
   __shared__ float sin_of[kMaxRopeHalf], cos_of[kMaxRopeHalf], q_weight[2 * kMaxRopeHalf], k_weight[2 * kMaxRopeHalf];
   const int seq = blockIdx.z;
@@ -171,6 +171,24 @@ __global__ void __launch_bounds__(L::kThreads, L::kMinBlocks)
       if (h >= heads || i >= half) break;
       x1[s][k] = load_pack<P>(head + i);
       x2[s][k] = load_pack<P>(head + i + half);
+    }
+  }
+  if (bias) {  // each sum rounded to bf16, as the output of a biased projection is
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const int h = head_of(s);
+#pragma unroll
+      for (int k = 0; k < kPacks; ++k) {
+        const int i = index_of(k);
+        if (h >= heads || i >= half) break;
+        const BfPack<P> b1 = load_pack<P>(bias + int64_t{h} * hd + i),
+                        b2 = load_pack<P>(bias + int64_t{h} * hd + i + half);
+#pragma unroll
+        for (int e = 0; e < P; ++e) {
+          x1[s][k].v[e] = __float2bfloat16(__bfloat162float(x1[s][k].v[e]) + __bfloat162float(b1.v[e]));
+          x2[s][k].v[e] = __float2bfloat16(__bfloat162float(x2[s][k].v[e]) + __bfloat162float(b2.v[e]));
+        }
+      }
     }
   }
   float sum_squares[kSteps] = {};
@@ -249,11 +267,11 @@ void CudaBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w
                 w.ptr<bf16>(), eps, H, out.ptr<bf16>());
 }
 
-void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& bias, const Tensor& q_norm, const Tensor& k_norm, float eps,
                                const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd, Tensor& k_cache,
                                Tensor& v_cache, int page_size) {
   const PagedBatchShape shape =
-      check_qk_norm_rope_args(qkv, q_norm, k_norm, batch, nh, nkv, hd, k_cache, v_cache, page_size, DType::BF16);
+      check_qk_norm_rope_args(qkv, bias, q_norm, k_norm, batch, nh, nkv, hd, k_cache, v_cache, page_size, DType::BF16);
   JET_CHECK(hd / 2 <= kMaxRopeHalf, "qk_norm_rope: head_dim ", hd, " exceeds the CUDA backend's limit of ",
             2 * kMaxRopeHalf);
   if (shape.tokens == 0) return;
@@ -273,14 +291,14 @@ void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& q_norm, const Tensor& 
   // The layout: WideRope when every half-head starts on a 16-byte boundary (in qkv and the cache
   // rows; the norm weights are read an element at a time) and hd is 128 (SDAR, LLaDA), else a
   // warp a head, with pairs of elements per access when the halves start on 4-byte boundaries.
-  const bool wide = hd == 128 && aligned_16({qkv.data, k_cache.data, v_cache.data});
-  const bool pairs = hd % 4 == 0 && aligned_16({qkv.data, k_cache.data, v_cache.data});
+  const bool wide = hd == 128 && aligned_16({qkv.data, bias.data, k_cache.data, v_cache.data});
+  const bool pairs = hd % 4 == 0 && aligned_16({qkv.data, bias.data, k_cache.data, v_cache.data});
   const bool short_heads = hd <= 128;
   const auto launch = [&]<typename L>(L) {
     const dim3 grid(static_cast<unsigned>((nh + 2 * nkv + L::kHeadsPerBlock - 1) / L::kHeadsPerBlock),
                     static_cast<unsigned>(max_new), static_cast<unsigned>(layout.num_seqs));
     launch_kernel("qk_norm_rope_kernel", qk_norm_rope_kernel<L>, grid, L::kThreads, 0, stream_, qkv.ptr<bf16>(),
-                  q_norm.ptr<bf16>(), k_norm.ptr<bf16>(), cache, eps, nh, nkv, hd, freqs);
+                  bias.ptr<bf16>(), q_norm.ptr<bf16>(), k_norm.ptr<bf16>(), cache, eps, nh, nkv, hd, freqs);
   };
   if (wide) return launch(WideRope{});
   if (pairs) return short_heads ? launch(PairRope{}) : launch(LongPairRope{});
