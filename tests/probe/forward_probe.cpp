@@ -1,8 +1,9 @@
-// forward_probe: runs the engine's model (CPU backend) teacher-forced and prints the logits of a
-// block, so Python tests can compare them with the NumPy reference. Reads one JSON object per
-// line on stdin: {"committed": [ids], "num_prefill": n, "block": [ids], "block_length": B}
-// (committed = prompt prefill part + committed blocks), and prints {"logits": [[...] x B]}.
-// With --quantization fp8 the model's projections are quantized to FP8 as they load.
+// forward_probe: runs the engine's model teacher-forced and prints the logits of a block, so
+// tests can compare them with the NumPy reference (CPU backend) or with HF transformers on the GPU
+// (--device cuda). Reads one JSON object per line on stdin: {"committed": [ids], "num_prefill": n,
+// "block": [ids], "block_length": B} (committed = prompt prefill part + committed blocks), and
+// prints {"logits": [[...] x B]}, the logits of the block's own positions (unshifted). With
+// --quantization fp8 the model's projections are quantized to FP8 as they load.
 // The K/V of the committed tokens is written as the engine writes it: one prefill forward over
 // [0, num_prefill), then one save forward per committed block.
 #include <iostream>
@@ -40,14 +41,29 @@ void run(Model& model, KvCache& kv, const std::vector<int32_t>& ids, int start, 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quantize = argc == 5 && std::string(argv[3]) == "--quantization" && std::string(argv[4]) == "fp8";
-  if ((argc != 3 && !quantize) || std::string(argv[1]) != "--model") {
-    std::cerr << "usage: forward_probe --model DIR [--quantization fp8] < requests.jsonl\n";
+  std::string model_dir, device = "cpu";
+  bool quantize = false, usage_ok = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (arg == "--model" && has_value) {
+      model_dir = argv[++i];
+    } else if (arg == "--device" && has_value) {
+      device = argv[++i];
+    } else if (arg == "--quantization" && has_value && std::string(argv[i + 1]) == "fp8") {
+      quantize = true;
+      ++i;
+    } else {
+      usage_ok = false;
+    }
+  }
+  if (!usage_ok || model_dir.empty()) {
+    std::cerr << "usage: forward_probe --model DIR [--device cpu|cuda] [--quantization fp8] < requests.jsonl\n";
     return 2;
   }
   try {
-    auto backend = make_backend("cpu", 0);
-    auto model = load_model(argv[2], *backend, false, quantize);
+    auto backend = make_backend(device, 0);
+    auto model = load_model(model_dir, *backend, false, quantize);
     const ModelConfig& c = model->config();
     std::string line;
     while (std::getline(std::cin, line)) {
@@ -69,9 +85,11 @@ int main(int argc, char** argv) {
       std::vector<Buffer> owner;
       Tensor logits = backend->alloc_tensor(owner, DType::F32, {static_cast<int64_t>(block.size()), c.vocab});
       run(*model, kv, block, static_cast<int>(committed.size()), mask_block, &logits);
+      std::vector<float> host(static_cast<size_t>(logits.numel()));
+      backend->download(host.data(), logits.data, logits.nbytes());
       nlohmann::json rows = nlohmann::json::array();
       for (size_t r = 0; r < block.size(); ++r) {
-        const float* row = logits.ptr<float>() + r * c.vocab;
+        const float* row = host.data() + r * c.vocab;
         rows.push_back(std::vector<float>(row, row + c.vocab));
       }
       std::cout << nlohmann::json{{"logits", rows}}.dump() << std::endl;
