@@ -27,7 +27,7 @@ for server-sent events), GET /v1/models, /health and /metrics, POST /tokenize an
 Requests join the running batch as they arrive. A request's fields are OpenAI's (prompt or
 messages, max_tokens, temperature, top_p, seed, stream) plus the engine's sampling fields under
 their SamplingParams names (top_k, repetition_penalty, ignore_eos, stop_token_ids,
-denoising_steps, remasking_strategy, dynamic_threshold, dynamic_factor, eb_threshold,
+denoising_steps, sub_block_length, remasking_strategy, dynamic_threshold, dynamic_factor, eb_threshold,
 diversity_enforce_barrier, epsilon_greedy); see the README.
 
 Server

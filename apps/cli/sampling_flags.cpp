@@ -12,7 +12,9 @@ const char* const kSamplingFlagsHelp = R"(Sampling (docs/decoding.md)
   --top-p P                 in (0, 1], 1 = off (default 1.0)
   --repetition-penalty R    (default 1.0 = off)
   --max-tokens N            completion tokens at most (default 64)
-  --denoising-steps S       steps per block, 1..B (default 4, capped at B)
+  --denoising-steps S       steps per block, 1..B (default 4, capped at B), or per sub-block
+  --sub-block-length N      denoise the block N positions at a time, left to right, each with
+                            its own S steps (Fast-dLLM v2's sub-blocks; N divides B; default off)
   --strategy NAME           remasking strategy (default low_confidence_static); one of
                             sequential, anti_sequential, random, dilated, low_confidence_static,
                             margin_static, entropy_static, low_confidence_dynamic, dynamic_factor,
@@ -36,7 +38,7 @@ const char* const kSamplingFlagsHelp = R"(Sampling (docs/decoding.md)
 std::set<std::string> with_sampling_value_flags(std::set<std::string> flags) {
   flags.insert({"--temperature", "--top-k", "--top-p", "--repetition-penalty", "--max-tokens", "--denoising-steps",
                 "--strategy", "--dynamic-threshold", "--dynamic-factor", "--eb-threshold", "--seed", "--stop-token-ids",
-                "--stop", "--diversity-enforce-barrier", "--epsilon-greedy"});
+                "--stop", "--diversity-enforce-barrier", "--epsilon-greedy", "--sub-block-length"});
   return flags;
 }
 
@@ -52,7 +54,8 @@ SamplingParams read_sampling(const ArgParser& args, const Engine& engine) {
   p.top_p = args.get_double("--top-p", p.top_p);
   p.repetition_penalty = args.get_double("--repetition-penalty", p.repetition_penalty);
   p.max_tokens = args.get_int32("--max-tokens", p.max_tokens);
-  p.denoising_steps = args.get_int32("--denoising-steps", default_denoising_steps(engine));
+  p.sub_block_length = args.get_int32("--sub-block-length", p.sub_block_length);
+  p.denoising_steps = args.get_int32("--denoising-steps", default_denoising_steps(engine, p.sub_block_length));
   p.remasking_strategy = args.get("--strategy").value_or(p.remasking_strategy);
   p.dynamic_threshold = args.get_double("--dynamic-threshold", p.dynamic_threshold);
   p.dynamic_factor = args.get_double("--dynamic-factor", p.dynamic_factor);
@@ -76,8 +79,9 @@ SamplingParams read_sampling(const ArgParser& args, const Engine& engine) {
   return p;
 }
 
-int default_denoising_steps(const Engine& engine) {
-  return std::min(SamplingParams{}.denoising_steps, engine.summary().block_length);
+int default_denoising_steps(const Engine& engine, int sub_block_length) {
+  return std::min(SamplingParams{}.denoising_steps,
+                  sub_block_length > 0 ? sub_block_length : engine.summary().block_length);
 }
 
 }  // namespace jet::cli

@@ -22,7 +22,8 @@ std::set<std::string> with_sampling_bool_flags(std::set<std::string> flags);
 // would otherwise only find out at its first message).
 SamplingParams read_sampling(const ArgParser& args, const Engine& engine);
 
-// SamplingParams' default of 4 denoising steps, capped at the engine's block length (S <= B).
-int default_denoising_steps(const Engine& engine);
+// SamplingParams' default of 4 denoising steps, capped at the engine's block length (S <= B), or
+// at the sub-block length when that is set.
+int default_denoising_steps(const Engine& engine, int sub_block_length = 0);
 
 }  // namespace jet::cli

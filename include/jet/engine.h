@@ -61,7 +61,11 @@ struct SamplingParams {
   // it, finish_reason is "stop". A stream never sends text past it.
   std::vector<std::string> stop;
   int block_length = 0;     // 0: the engine's; otherwise must equal it
-  int denoising_steps = 4;  // S, 1 <= S <= block_length
+  int denoising_steps = 4;  // S, 1 <= S <= block_length (<= sub_block_length when that is set)
+  // b > 0: the block's masks are denoised b positions at a time, left to right, each sub-block
+  // with its own S steps (Fast-dLLM v2's sub-blocks; docs/decoding.md §2); b divides
+  // block_length. 0: the whole block at once.
+  int sub_block_length = 0;
   std::string remasking_strategy = "low_confidence_static";
   double dynamic_threshold = 0.9;
   double dynamic_factor = 1.0;

@@ -25,7 +25,8 @@ class SamplingParams:
     ignore_eos: True disables every stop (the model's EOS and stop_words), as in the original.
     block_length: None = the engine's; otherwise it must equal the engine's (the original
         defaulted to 4 and required the same equality).
-    denoising_steps: denoising steps per block, 1..block_length.
+    denoising_steps: denoising steps per block, 1..block_length (per sub-block, 1..sub_block_length,
+        when sub_block_length is set).
     dynamic_threshold: confidence threshold of low_confidence_dynamic and dynamic_pmax.
     eb_threshold: entropy budget of entropy_bounded.
     topk: top-k of the candidate sampling; <= 0 = no top-k filter.
@@ -39,7 +40,10 @@ class SamplingParams:
     Ours: dynamic_factor (of the dynamic_factor strategy); seed (reproducible sampling, the same
     output whatever else is in the batch; None = a fresh seed per request); stop_token_ids (an
     alias of stop_words; give one or the other); stop (a string or a list of strings: the
-    completion ends where its text first holds one, and the text stops before it).
+    completion ends where its text first holds one, and the text stops before it);
+    sub_block_length (> 0: the block is denoised that many positions at a time, left to right, each
+    sub-block with its own denoising_steps, as Fast-dLLM v2's sub-blocks; it divides block_length;
+    0 = the whole block at once).
     """
 
     temperature: float = 1.0
@@ -58,6 +62,7 @@ class SamplingParams:
     seed: Optional[int] = None
     stop_token_ids: Optional[List[int]] = None
     stop: Union[None, str, List[str]] = None
+    sub_block_length: int = 0
 
     def __post_init__(self):
         self.to_engine()  # report bad values where the object is made
@@ -71,6 +76,7 @@ class SamplingParams:
         if self.block_length is not None:
             p.block_length = check_int("block_length", self.block_length, minimum=1, maximum=2**31 - 1)
         p.denoising_steps = check_int("denoising_steps", self.denoising_steps, minimum=1, maximum=2**31 - 1)
+        p.sub_block_length = check_int("sub_block_length", self.sub_block_length, minimum=0, maximum=2**31 - 1)
         p.dynamic_threshold = check_float("dynamic_threshold", self.dynamic_threshold, minimum=0.0, maximum=1.0)
         p.eb_threshold = check_float("eb_threshold", self.eb_threshold, minimum=0.0)
         p.top_k = check_int("topk", self.topk, minimum=-(2**31), maximum=2**31 - 1)

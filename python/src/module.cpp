@@ -50,6 +50,7 @@ void bind_options(py::module_& m) {
       .def_readwrite("stop", &jet::SamplingParams::stop)
       .def_readwrite("block_length", &jet::SamplingParams::block_length)
       .def_readwrite("denoising_steps", &jet::SamplingParams::denoising_steps)
+      .def_readwrite("sub_block_length", &jet::SamplingParams::sub_block_length)
       .def_readwrite("remasking_strategy", &jet::SamplingParams::remasking_strategy)
       .def_readwrite("dynamic_threshold", &jet::SamplingParams::dynamic_threshold)
       .def_readwrite("dynamic_factor", &jet::SamplingParams::dynamic_factor)

@@ -18,6 +18,7 @@ void Engine::Impl::start_block(Sequence& seq, std::vector<int32_t> tokens) {
   tokens.resize(block_length, limits.mask_id);
   runner->start_block(seq.slot, tokens, limits.mask_id);
   seq.step_in_block = 0;
+  seq.window_begin = runner->first_masked_window(seq.slot, 0, seq.request.sub_block_length, limits.mask_id);
   seq.status = SeqStatus::Denoising;
 }
 
@@ -58,11 +59,18 @@ void Engine::Impl::step(std::vector<Sequence*>& finished) {
   for (Sequence* seq : saving) seq->save_pending = false;
   for (size_t i = 0; i < denoising.size(); ++i) {
     Sequence& seq = *denoising[i];
-    // A head step is not one of the block's denoising steps (docs/decoding.md §1).
+    // A head step is not one of the block's denoising steps (docs/decoding.md §1); a sub-block
+    // whose masks are gone hands on to the next one that has some, with steps of its own (§2).
     if (seq.head_pending) {
       seq.head_pending = false;
     } else {
       ++seq.step_in_block;
+    }
+    const int next_window =
+        runner->first_masked_window(seq.slot, seq.window_begin, seq.request.sub_block_length, limits.mask_id);
+    if (masks_left[i] > 0 && next_window != seq.window_begin) {
+      seq.window_begin = next_window;
+      seq.step_in_block = 0;
     }
     ++seq.global_step;
     ++seq.num_forwards;

@@ -252,12 +252,13 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
     r.slot = s->slot;
     r.position0 = s->block_start;
     r.global_step = s->global_step;
-    r.n_sched = scheduled_count(B, s->request.denoising_steps, s->step_in_block);
+    r.n_sched = scheduled_count(s->request.sub_block_length, s->request.denoising_steps, s->step_in_block);
     r.is_last = s->head_pending || s->step_in_block == s->request.denoising_steps - 1;
     r.logits_row0 = static_cast<int32_t>(logit_rows.size());
-    r.candidates_end = s->head_pending ? 1 : B;
+    r.candidates_begin = s->head_pending ? 0 : s->window_begin;
+    r.candidates_end = s->head_pending ? 1 : s->window_begin + s->request.sub_block_length;
     const int32_t* block = host_part(state_.tokens) + s->slot * B;
-    for (int j = 0; j < r.candidates_end; ++j) {
+    for (int j = r.candidates_begin; j < r.candidates_end; ++j) {
       if (block[j] == s->request.slot.mask_id) logit_rows.push_back(denoise_row0[i] + j - shift);
     }
     rows.push_back(r);
@@ -312,6 +313,14 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
 
 int ModelRunner::prefill_end(const Sequence& seq) const {
   return seq.prefill_end(block_length_, model_.config().shifted_logits);
+}
+
+int ModelRunner::first_masked_window(int slot, int from, int width, int32_t mask_id) const {
+  const int32_t* block = host_part(state_.tokens) + slot * block_length_;
+  for (int begin = from; begin < block_length_; begin += width) {
+    if (std::count(block + begin, block + begin + width, mask_id) > 0) return begin;
+  }
+  return block_length_;
 }
 
 BlockRecord ModelRunner::read_block(int slot) const {

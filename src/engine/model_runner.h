@@ -63,6 +63,10 @@ class ModelRunner {
   std::vector<int32_t> denoise(const std::vector<Sequence*>& denoising, const std::vector<Sequence*>& saving);
   // The records of the block in `slot`, as of the last denoise step.
   BlockRecord read_block(int slot) const;
+  // The first position of the first sub-block of `width` positions, at or after `from`, that
+  // holds a mask of the block in `slot` (as of the last denoise step or block start); the block
+  // length if none does.
+  int first_masked_window(int slot, int from, int width, int32_t mask_id) const;
 
   // A new decode loop restarts the device-idle clock, so the time between loops is not counted.
   void restart_idle_clock() { idle_since_.reset(); }

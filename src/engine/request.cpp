@@ -36,8 +36,11 @@ Request resolve_request(const SamplingParams& p, const RequestLimits& lim, int p
   JET_CHECK(p.max_tokens >= 1, "max_tokens must be >= 1, got ", p.max_tokens);
   JET_CHECK(p.block_length == 0 || p.block_length == B, "block_length ", p.block_length,
             " differs from the engine's block_length ", B, " (set it when building the engine; 0 means the engine's)");
-  JET_CHECK(p.denoising_steps >= 1 && p.denoising_steps <= B, "denoising_steps must be in [1, block_length = ", B,
-            "], got ", p.denoising_steps);
+  JET_CHECK(p.sub_block_length == 0 || (p.sub_block_length >= 1 && B % p.sub_block_length == 0),
+            "sub_block_length must divide block_length = ", B, " (or be 0: off), got ", p.sub_block_length);
+  const int window = p.sub_block_length > 0 ? p.sub_block_length : B;
+  JET_CHECK(p.denoising_steps >= 1 && p.denoising_steps <= window, "denoising_steps must be in [1, ",
+            p.sub_block_length > 0 ? "sub_block_length = " : "block_length = ", window, "], got ", p.denoising_steps);
   JET_CHECK(std::isfinite(p.dynamic_threshold) && p.dynamic_threshold >= 0 && p.dynamic_threshold <= 1,
             "dynamic_threshold must be in [0, 1], got ", p.dynamic_threshold);
   JET_CHECK(std::isfinite(p.dynamic_factor) && p.dynamic_factor > 0, "dynamic_factor must be > 0, got ",
@@ -76,6 +79,7 @@ Request resolve_request(const SamplingParams& p, const RequestLimits& lim, int p
   r.slot.mask_id = lim.mask_id;
   r.slot.seed = p.seed.value_or(fallback_seed);
   r.denoising_steps = p.denoising_steps;
+  r.sub_block_length = window;
   r.max_tokens = p.max_tokens;
   r.stop_ids = p.stop_token_ids;
   if (!p.ignore_eos) r.stop_ids.insert(r.stop_ids.end(), lim.eos_ids.begin(), lim.eos_ids.end());

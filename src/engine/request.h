@@ -14,6 +14,7 @@ namespace jet {
 struct Request {
   SlotParams slot;
   int denoising_steps = 4;
+  int sub_block_length = 0;  // b, the positions a step's candidates lie in (B without sub-blocks)
   int max_tokens = 64;
   std::vector<int32_t> stop_ids;  // EOS (unless ignore_eos) + stop_token_ids, sorted, unique
   std::vector<std::string> stop_strings;

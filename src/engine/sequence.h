@@ -35,7 +35,8 @@ struct Sequence {
   int num_cached = 0;          // prompt positions whose K/V an earlier sequence already wrote
 
   int block_start = 0;    // absolute position of the current block's first token
-  int step_in_block = 0;  // denoise steps done on the current block
+  int step_in_block = 0;  // denoise steps done on the current block (its current sub-block)
+  int window_begin = 0;   // the current sub-block's first block position (0 without sub-blocks)
   int global_step = 0;    // denoise steps done in total (trajectory base)
   int num_forwards = 0;
   // The previous block is committed but its K/V not yet written: the next forward saves it
@@ -73,7 +74,7 @@ struct Sequence {
     slot = -1;
     pages.clear();
     num_cached = 0;
-    block_start = step_in_block = global_step = num_forwards = 0;
+    block_start = step_in_block = window_begin = global_step = num_forwards = 0;
     completion.clear();
     trajectory.clear();
     logprobs.clear();

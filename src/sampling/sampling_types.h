@@ -51,9 +51,9 @@ struct PositionSample {
 };
 
 // One denoising sequence in a denoise step. The step's candidates are the block's masked
-// positions j < candidates_end (all of them but in a head step, docs/decoding.md §1 "Shifted
-// logits", which has only j = 0). Only candidates have logits rows (committed positions would
-// never be read, and the LM head is the largest GEMM of a forward): the k-th candidate, in
+// positions j in [candidates_begin, candidates_end): the whole block, or its current sub-block
+// (docs/decoding.md §2), or in a head step (§1 "Shifted logits") position 0 alone. Only candidates have logits rows
+// (committed positions would never be read, and the LM head is the largest GEMM of a forward): the k-th candidate, in
 // increasing position order, reads logits row logits_row0 + k; the rows of a step list their
 // candidates' logits rows back to back, in row order. The strategy picks among the candidates;
 // the last step (is_last) commits them all.
@@ -64,7 +64,8 @@ struct StepRow {
   int32_t n_sched = 0;                 // scheduled commit count for this step
   int32_t is_last = 0;                 // last allowed step: commit every remaining mask
   int32_t logits_row0 = 0;             // logits row of the block's first candidate
-  int32_t candidates_end = INT32_MAX;  // block positions at or past it are no candidates
+  int32_t candidates_begin = 0;        // block positions before it are no candidates
+  int32_t candidates_end = INT32_MAX;  // nor those at or past it
 };
 
 }  // namespace jet

@@ -292,3 +292,18 @@ TEST_F(DecodeOps, HeadStepSamplesAndCommitsOnlyTheBlocksFirstPosition) {
   EXPECT_THROW(backend->commit_step(step_rows({head}), 1, 0, st), Error);
   EXPECT_NO_THROW(backend->commit_step(step_rows({head}), 1, 1, st));
 }
+
+TEST_F(DecodeOps, SubBlockStepsSeeOnlyTheirWindow) {
+  // A sub-block step (candidates [2, 4)): masks outside the window keep their place and need no
+  // logits rows; the window's two read rows 0 and 1; the schedule commits the more confident.
+  start(0, greedy(Strategy::LowConfidenceStatic), {kMask, kMask, kMask, kMask});
+  std::vector<float> logits(2 * kV);
+  set_row(logits, 0, 0.0f, {{3, 1.0f}});
+  set_row(logits, 1, 0.0f, {{4, 4.0f}});
+  StepRow window{0, 0, 0, 1, 0, 0};
+  window.candidates_begin = 2;
+  window.candidates_end = 4;
+  backend->denoise_step(tf.f32({2, kV}, logits), step_rows({window}), 1, st);
+  EXPECT_EQ(slot_values<int32_t>(st.tokens, 0), (Ints{kMask, kMask, kMask, 4}));
+  EXPECT_EQ(tf.read<int32_t>(st.masks_left)[0], 3);
+}

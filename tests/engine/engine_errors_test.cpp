@@ -54,6 +54,13 @@ TEST(EngineErrors, BadRequestsLeaveTheEngineUsable) {
   bad.denoising_steps = 9;
   expect_error(engine, prompts, bad, "denoising_steps");
   bad = greedy(8);
+  bad.sub_block_length = 3;  // must divide block_length 4
+  expect_error(engine, prompts, bad, "sub_block_length must divide block_length = 4");
+  bad = greedy(8);
+  bad.sub_block_length = 2;  // S = 4 steps per sub-block of 2
+  bad.denoising_steps = 4;
+  expect_error(engine, prompts, bad, "denoising_steps must be in [1, sub_block_length = 2], got 4");
+  bad = greedy(8);
   bad.epsilon_greedy = 1.5;
   expect_error(engine, prompts, bad, "epsilon_greedy must be in [0, 1]");
   bad = greedy(8);

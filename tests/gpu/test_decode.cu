@@ -169,10 +169,11 @@ SlotParams slot_params(const CaseSpec& c, int s, std::mt19937_64& rng) {
   return p;
 }
 
-// The masked positions of row r's block before its candidates_end (StepRow).
+// The masked positions of row r's block in [candidates_begin, candidates_end) (StepRow).
 int64_t candidates(const std::vector<int32_t>& tokens, const StepRow& r, int B, int32_t mask_id) {
   const auto block = tokens.begin() + int64_t{r.slot} * B;
-  return std::count(block, block + std::clamp(r.candidates_end, 0, B), mask_id);
+  const int begin = std::clamp(r.candidates_begin, 0, B);
+  return std::count(block + begin, block + std::clamp(r.candidates_end, begin, B), mask_id);
 }
 
 class DecodeComparison {
@@ -230,8 +231,13 @@ class DecodeComparison {
       r.n_sched = static_cast<int32_t>(rng() % (B + 1));
       r.is_last = rng() % 7 == 0;
       r.logits_row0 = static_cast<int32_t>(num_logits);
-      // Some rows see only their block's first positions as candidates (a head step has one).
-      if (rng() % 5 == 0) r.candidates_end = rng() % 2 ? 1 : static_cast<int32_t>(rng() % (B + 1));
+      // Some rows have a window of candidates: a head step's position 0, or a sub-block.
+      if (rng() % 5 == 0) {
+        r.candidates_begin = rng() % 2 ? 0 : static_cast<int32_t>(rng() % (B + 1));
+        r.candidates_end = r.candidates_begin == 0 && rng() % 2
+                               ? 1
+                               : r.candidates_begin + static_cast<int32_t>(rng() % (B - r.candidates_begin + 1));
+      }
       num_logits += candidates(tokens, r, B, params[r.slot].mask_id);
       rows.push_back(r);
     }
@@ -265,13 +271,17 @@ class DecodeComparison {
                const std::vector<SlotParams>& params, const StateSnapshot& cpu, const StateSnapshot& gpu,
                Tally& tally) {
     const int B = c.block_length;
-    std::vector<int> candidates_end(kSlots, 0);  // 0: the slot did not step
-    for (const StepRow& r : rows) candidates_end[r.slot] = std::clamp(r.candidates_end, 0, B);
+    std::vector<int> candidates_begin(kSlots, 0), candidates_end(kSlots, 0);  // [0, 0): the slot did not step
+    for (const StepRow& r : rows) {
+      candidates_begin[r.slot] = std::clamp(r.candidates_begin, 0, B);
+      candidates_end[r.slot] = std::clamp(r.candidates_end, candidates_begin[r.slot], B);
+    }
     for (int s = 0; s < kSlots; ++s) {
       int row_mismatches = 0;
       for (int j = 0; j < B; ++j) {
         const int64_t at = int64_t{s} * B + j;
-        const bool sampled = j < candidates_end[s] && tokens_before[at] == params[s].mask_id;
+        const bool sampled =
+            j >= candidates_begin[s] && j < candidates_end[s] && tokens_before[at] == params[s].mask_id;
         const bool committed = sampled && cpu.tokens[at] != params[s].mask_id;
         bool token_match = cpu.tokens[at] == gpu.tokens[at] && cpu.trajectory[at] == gpu.trajectory[at];
         if (sampled) ++tally.positions;

@@ -57,7 +57,7 @@ def engine_generate(model_dir, prompts, params, engine_args=(), expect_ok=True):
             "dynamic_threshold": "--dynamic-threshold", "dynamic_factor": "--dynamic-factor",
             "eb_threshold": "--eb-threshold", "seed": "--seed", "repetition_penalty": "--repetition-penalty",
             "block_length": "--block-length", "diversity_enforce_barrier": "--diversity-enforce-barrier",
-            "epsilon_greedy": "--epsilon-greedy"}
+            "epsilon_greedy": "--epsilon-greedy", "sub_block_length": "--sub-block-length"}
     for key, value in params.items():
         if key == "ignore_eos":
             args += ["--ignore-eos"] if value else []
@@ -145,6 +145,18 @@ def test_forwards_split_by_max_num_batched_tokens_match_reference(model, B, max_
                   denoising_steps=4)
     compare(model, prompts_of([3, 6, 9, 12, 5, 70], ref.vocab_rows, seed=8), params,
             engine_args=["--max-num-batched-tokens", str(max_batched)])
+
+
+# Sub-blocks (docs/decoding.md §2): Fast-dLLM v2's 8 in 32 with its threshold, and smaller ones,
+# over prompts that end inside the first sub-block, past it, and on a block boundary.
+@pytest.mark.parametrize("B, b, steps, strategy", [
+    (32, 8, 8, "low_confidence_dynamic"), (8, 4, 4, "low_confidence_static"), (8, 2, 1, "entropy_static"),
+    (8, 1, 1, "low_confidence_static")])
+def test_sub_blocks_match_reference(model, B, b, steps, strategy):
+    _, ref = model
+    params = dict(temperature=1.0, seed=4, max_tokens=2 * B, ignore_eos=True, block_length=B, denoising_steps=steps,
+                  sub_block_length=b, remasking_strategy=strategy, dynamic_threshold=0.9)
+    compare(model, prompts_of([3, B // 2 + 1, B, 2 * B + 5], ref.vocab_rows, seed=6), params)
 
 
 @pytest.mark.parametrize("steps", [1, 2, 4])

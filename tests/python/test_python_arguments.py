@@ -31,7 +31,7 @@ def test_the_originals_defaults():
     assert defaults == dict(temperature=1.0, max_tokens=64, ignore_eos=False, block_length=None, denoising_steps=4,
                             dynamic_threshold=0.9, eb_threshold=0.35, topk=0, topp=1.0, repetition_penalty=1.0,
                             remasking_strategy="low_confidence_static", stop_words=None, dynamic_factor=1.0,
-                            seed=None, stop_token_ids=None, stop=None)
+                            seed=None, stop_token_ids=None, stop=None, sub_block_length=0)
     config = {f.name: f.default for f in dataclasses.fields(Config) if f.name != "model"}
     # max_num_batched_tokens now bounds each forward (the original's 131072 only sized a warm-up).
     assert config == dict(max_num_batched_tokens=16384, max_num_seqs=512, max_model_len=4096,
@@ -76,6 +76,7 @@ def test_dummy_load_format_needs_no_checkpoint(tmp_path):
 def test_sampling_params_map_onto_the_engine():
     p = SamplingParams(temperature=0.5, topk=7, topp=0.8, stop_words=[3, 4], seed=2**64 - 1).to_engine()
     assert (p.temperature, p.top_k, p.top_p, p.seed, p.block_length) == (0.5, 7, pytest.approx(0.8), 2**64 - 1, 0)
+    assert (p.sub_block_length, SamplingParams(sub_block_length=2).to_engine().sub_block_length) == (0, 2)
     # An explicit stop list replaces the model's EOS, as in the original; ignore_eos drops every stop.
     assert (p.ignore_eos, p.stop_token_ids) == (True, [3, 4])
     p = SamplingParams(stop_words=[3], ignore_eos=True).to_engine()
@@ -139,6 +140,7 @@ def test_model_must_be_a_folder(tmp_path):
     (dict(eb_threshold=float("nan")), ValueError, "eb_threshold"),
     (dict(dynamic_factor=0), ValueError, "dynamic_factor"),
     (dict(denoising_steps=0), ValueError, "denoising_steps"),
+    (dict(sub_block_length=-1), ValueError, "sub_block_length"),
     (dict(seed=-1), ValueError, "seed"),
     (dict(ignore_eos="yes"), TypeError, "ignore_eos"),
     (dict(stop_words=[1, "2"]), TypeError, "stop_words"),
@@ -155,6 +157,7 @@ def test_bad_sampling_params_name_themselves(kwargs, error, name):
 @pytest.mark.parametrize("params, name", [
     (SamplingParams(denoising_steps=5), "denoising_steps must be in \\[1, block_length = 4\\]"),
     (SamplingParams(block_length=8), "block_length 8 differs from the engine's block_length 4"),
+    (SamplingParams(sub_block_length=3), "sub_block_length must divide block_length = 4"),
     (SamplingParams(stop_words=[10**6]), "stop_token_ids: id 1000000 is outside the vocabulary"),
 ])
 def test_sampling_params_the_engine_rejects(llm, params, name):

@@ -34,7 +34,7 @@ DEFAULT_PARAMS = dict(
     block_length=None, denoising_steps=4, temperature=1.0, top_k=0, top_p=1.0,
     repetition_penalty=1.0, remasking_strategy="low_confidence_static", max_tokens=64,
     stop_token_ids=(), ignore_eos=False, seed=0, diversity_enforce_barrier=-1, epsilon_greedy=0.0,
-    **strategies_np.DEFAULT_THRESHOLDS)
+    sub_block_length=0, **strategies_np.DEFAULT_THRESHOLDS)
 
 
 def resolve_params(params, config):
@@ -58,7 +58,12 @@ def resolve_params(params, config):
     for name, ok, allowed in checks:
         if not ok:
             raise ValueError(f"sampling parameter {name} = {p[name]!r} must be {allowed}")
-    strategies_np.step_schedule(p["block_length"], p["denoising_steps"])  # checks 1 <= S <= B
+    b = p["sub_block_length"]
+    if b < 0 or (b > 0 and p["block_length"] % b):
+        raise ValueError(f"sampling parameter sub_block_length = {b!r} must divide block_length "
+                         f"{p['block_length']} (or be 0)")
+    # checks 1 <= S <= b (b = B without sub-blocks)
+    strategies_np.step_schedule(b or p["block_length"], p["denoising_steps"])
     return p
 
 
@@ -127,10 +132,22 @@ def _denoise_block(model, seq, block, is_masked, p, mask_token_id):
         records[0] = (seq.global_step + 1, head.logprob, head.entropy)
         seq.global_step += 1
         seq.num_forwards += 1
-    for s, n in enumerate(strategies_np.step_schedule(B, p["denoising_steps"])):
-        masked = [j for j in range(B) if is_masked[j]]
+    # Sub-blocks (docs/decoding.md §2), left to right, each with its own S steps; without them
+    # the block is one sub-block.
+    width = p["sub_block_length"] or B
+    for window in range(0, B, width):
+        _denoise_window(model, seq, block, is_masked, p, records, sample, range(window, window + width))
+    return records
+
+
+def _denoise_window(model, seq, block, is_masked, p, records, sample, window):
+    """The denoise steps of one sub-block: its masked positions are the candidates."""
+    B = p["block_length"]
+    block_start = len(seq.committed)
+    for s, n in enumerate(strategies_np.step_schedule(len(window), p["denoising_steps"])):
+        masked = [j for j in window if is_masked[j]]
         if not masked:
-            break  # a block finished by a dynamic strategy (or B = 1's head step) stops early
+            break  # a sub-block finished by a dynamic strategy (or B = 1's head step) stops early
         logits = sampling_logits(model, seq.committed, block, seq.num_prefill, B)
         seq.num_forwards += 1
         samples = {j: sample(logits[j], j) for j in masked}
@@ -151,7 +168,6 @@ def _denoise_block(model, seq, block, is_masked, p, mask_token_id):
             is_masked[j] = False
             records[j] = (seq.global_step + 1, samples[j].logprob, samples[j].entropy)
         seq.global_step += 1
-    return records
 
 
 def _commit_and_check_stop(seq, block, records, p, stop_ids, max_model_len):

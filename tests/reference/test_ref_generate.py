@@ -349,3 +349,31 @@ def test_cli_prints_one_json_object_per_prompt(tiny_model_dirs, tmp_path):
     failed = subprocess.run([sys.executable, str(script), "--model", str(tmp_path), "--prompts",
                              str(prompts)], capture_output=True, text=True)
     assert failed.returncode == 1 and "config.json" in failed.stderr
+
+
+@pytest.mark.parametrize("arch", ["sdar", "llada", "fast_dllm_v2", "dream"])
+def test_sub_blocks_commit_left_to_right_with_their_own_steps(tiny_models, arch):
+    # B = 8 in sub-blocks of 2 (docs/decoding.md §2): every position of a sub-block is committed
+    # before any of the next one, each sub-block within its own S = 2 steps; without sub-blocks
+    # the same decode orders positions by confidence across the whole block.
+    model = tiny_models[arch]
+    params = dict(temperature=1.0, seed=3, block_length=8, denoising_steps=2, max_tokens=16)
+    prompt = list(range(3, 11))  # P = 8: both blocks are completion only
+    out = decode(model, prompt=prompt, sub_block_length=2, **params)
+    head = 1 if model.config.shifted_logits else 0
+    for block in range(2):
+        trajectory = out["trajectory"][8 * block:8 * block + 8]
+        windows = [trajectory[i:i + 2] for i in range(0, 8, 2)]
+        if head:  # the head step commits position 0 alone, before its sub-block's steps
+            assert trajectory[0] < min(trajectory[1:])
+            windows[0] = windows[0][1:]
+        for earlier, later in zip(windows, windows[1:]):
+            assert max(earlier) < min(later)
+        for window in windows:
+            assert max(window) - min(window) < 2
+    whole = decode(model, prompt=prompt, **params)
+    assert whole["num_forwards"] < out["num_forwards"]  # S steps per block, not per sub-block
+    with pytest.raises(ValueError, match="sub_block_length"):
+        decode(model, prompt=prompt, sub_block_length=3, **params)
+    with pytest.raises(ValueError):
+        decode(model, prompt=prompt, sub_block_length=2, **dict(params, denoising_steps=4))

@@ -29,8 +29,10 @@ void CpuBackend::gather_block_tokens(const Tensor& blocks, const Tensor& slots, 
 
 namespace {
 
-// The block positions j < candidates_end(r, B) that are masked are the row's candidates (StepRow).
-int candidates_end(const StepRow& r, int B) { return std::clamp(r.candidates_end, 0, B); }
+// The masked block positions j in [candidates_begin(r, B), candidates_end(r, B)) are the row's
+// candidates (StepRow).
+int candidates_begin(const StepRow& r, int B) { return std::clamp(r.candidates_begin, 0, B); }
+int candidates_end(const StepRow& r, int B) { return std::clamp(r.candidates_end, candidates_begin(r, B), B); }
 
 // Rejects rows that would make the loops below read or write out of bounds, or that break
 // StepRow's contract (each row's logits rows follow the previous row's). With num_logits >= 0,
@@ -52,7 +54,8 @@ void validate_rows(const char* op, const std::vector<StepRow>& rows, const Decod
     JET_CHECK(strategy >= 0 && strategy <= static_cast<int>(Strategy::EntropyBounded), op, ": slot ", slot,
               " has an invalid strategy value ", strategy);
     const int32_t* block = st.tokens.ptr<int32_t>() + int64_t{slot} * B;
-    const int64_t candidates = std::count(block, block + candidates_end(rows[i], B), p.mask_id);
+    const int64_t candidates =
+        std::count(block + candidates_begin(rows[i], B), block + candidates_end(rows[i], B), p.mask_id);
     JET_CHECK(rows[i].logits_row0 >= next_free, op, ": row ", i, " starts at logits row ", rows[i].logits_row0,
               ", before row ", next_free, " where the previous rows' candidates end");
     next_free = rows[i].logits_row0 + candidates;
@@ -92,7 +95,7 @@ void CpuBackend::sample_positions(const Tensor& logits, int64_t first_row, const
   for (int i = 0; i < num_rows; ++i) {
     const SlotParams& p = params[rows[i].slot];
     int64_t logits_row = rows[i].logits_row0;
-    for (int j = 0; j < candidates_end(rows[i], B) && logits_row < end; ++j) {
+    for (int j = candidates_begin(rows[i], B); j < candidates_end(rows[i], B) && logits_row < end; ++j) {
       if (tokens[int64_t{rows[i].slot} * B + j] != p.mask_id) continue;
       if (logits_row >= first_row) masked.push_back({i, j, logits_row});
       ++logits_row;
@@ -129,7 +132,7 @@ void CpuBackend::commit_step(const Tensor& rows_bytes, int num_rows, int64_t num
     const Strategy strategy = step_strategy(p, r);
     const int64_t base = int64_t{r.slot} * B;
     std::vector<PositionScore> scores;
-    for (int j = 0; j < candidates_end(r, B); ++j) {
+    for (int j = candidates_begin(r, B); j < candidates_end(r, B); ++j) {
       if (tokens[base + j] != p.mask_id) continue;
       const PositionSample& s = samples[base + j];
       const double random = strategy == Strategy::Random

@@ -82,8 +82,10 @@ struct SampleShared {
   int position;
 };
 
-// The block positions j < candidates_end(r, B) that are masked are the row's candidates (StepRow).
-__device__ int candidates_end(const StepRow& r, int B) { return min(max(r.candidates_end, 0), B); }
+// The masked block positions j in [candidates_begin(r, B), candidates_end(r, B)) are the row's
+// candidates (StepRow).
+__device__ int candidates_begin(const StepRow& r, int B) { return min(max(r.candidates_begin, 0), B); }
+__device__ int candidates_end(const StepRow& r, int B) { return min(max(r.candidates_end, candidates_begin(r, B)), B); }
 
 // The block position of the n-th masked token of `block`'s first B (n from 0), or -1; every
 // thread gets it.
@@ -126,9 +128,12 @@ __global__ void __launch_bounds__(kSampleThreads, 2) sample_masked_positions(con
   if (r.slot < 0 || r.slot >= a.num_slots) return;  // the commit kernel reports it
   const SlotParams& p = a.params[r.slot];
   const int B = a.block_length;
-  const int j = nth_masked_position<kSampleThreads>(a.tokens + int64_t{r.slot} * B, candidates_end(r, B), p.mask_id,
-                                                    k - r.logits_row0, sm.scan, sm.position);
-  if (j < 0) return;  // padding, or a row whose logits rows overlap the next (reported there)
+  const int begin = candidates_begin(r, B);
+  const int in_window =
+      nth_masked_position<kSampleThreads>(a.tokens + int64_t{r.slot} * B + begin, candidates_end(r, B) - begin,
+                                          p.mask_id, k - r.logits_row0, sm.scan, sm.position);
+  if (in_window < 0) return;
+  const int j = begin + in_window;  // padding, or a row whose logits rows overlap the next (reported there)
   const uint32_t* seen = p.repetition_penalty != 1.0f ? a.seen + int64_t{r.slot} * a.seen_words : nullptr;
   const float* logits = a.logits + int64_t{blockIdx.x} * a.vocab;
   const PositionSample c = sample_position(logits, a.vocab, p, seen, r.position0 + j, r.global_step, sm.sampler);
@@ -156,13 +161,15 @@ __device__ RowFault find_row_fault(const StepArgs& a, int i, const StepRow& r, i
   const int strategy = static_cast<int>(p.strategy);
   if (strategy < 0 || strategy > static_cast<int>(Strategy::EntropyBounded)) return RowFault::BadStrategy;
   const int B = a.block_length;
-  num_masked = count_masked(a.tokens + int64_t{r.slot} * B, candidates_end(r, B), p.mask_id);
+  num_masked = count_masked(a.tokens + int64_t{r.slot} * B + candidates_begin(r, B),
+                            candidates_end(r, B) - candidates_begin(r, B), p.mask_id);
   if (r.logits_row0 < 0 || int64_t{r.logits_row0} + num_masked > a.num_logits) return RowFault::LogitsOutOfRange;
   if (i > 0) {  // its logits rows must follow the previous row's
     const StepRow& prev = a.rows[i - 1];
     if (prev.slot >= 0 && prev.slot < a.num_slots) {
       const int32_t prev_mask = a.params[prev.slot].mask_id;
-      const int prev_masked = count_masked(a.tokens + int64_t{prev.slot} * B, candidates_end(prev, B), prev_mask);
+      const int prev_masked = count_masked(a.tokens + int64_t{prev.slot} * B + candidates_begin(prev, B),
+                                           candidates_end(prev, B) - candidates_begin(prev, B), prev_mask);
       if (r.logits_row0 < int64_t{prev.logits_row0} + prev_masked) return RowFault::LogitsOutOfRange;
     }
   }
@@ -200,9 +207,9 @@ __global__ void __launch_bounds__(kCommitThreads) commit_selected_positions(cons
   auto* ranked_entropy = reinterpret_cast<float*>(space + 5 * B);
 
   // The candidates in position order, with their keys.
-  const int end = candidates_end(r, B);
+  const int begin = candidates_begin(r, B), end = candidates_end(r, B);
   int gathered = 0;
-  for (int chunk = 0; chunk < end; chunk += kCommitThreads) {
+  for (int chunk = begin; chunk < end; chunk += kCommitThreads) {
     const int j = chunk + threadIdx.x;
     const int masked = j < end && a.tokens[base + j] == p.mask_id;
     int prefix = 0, total = 0;
