@@ -273,22 +273,24 @@ def generation_config(args, vocab):
 EMBED, NORM, PROJ, HEAD, BIAS = "embed", "norm", "proj", "head", "bias"
 
 
-def sdar_tensors(args, rows):
-    """[(name, shape, kind)] of SDAR / SDAR-MoE in checkpoint order (reference/models.md §1.2)."""
+def qwen_tensors(args, rows):
+    """[(name, shape, kind)] in checkpoint order of the Qwen-named families: SDAR / SDAR-MoE (Qwen3:
+    q/k norms after o_proj, reference/models.md §1.2) and Fast-dLLM v2 / Dream (Qwen2: a bias after
+    each of q_proj, k_proj and v_proj, no q/k norms)."""
+    qwen2 = args.arch in ("fast_dllm_v2", "dream")
     h, q, kv, d = args.hidden, args.heads * args.head_dim, args.kv_heads * args.head_dim, args.head_dim
     out = [("model.embed_tokens.weight", (rows, h), EMBED)]
     for layer in range(args.layers):
         p = f"model.layers.{layer}."
-        out += [
-            (p + "input_layernorm.weight", (h,), NORM),
-            (p + "self_attn.q_proj.weight", (q, h), PROJ),
-            (p + "self_attn.k_proj.weight", (kv, h), PROJ),
-            (p + "self_attn.v_proj.weight", (kv, h), PROJ),
-            (p + "self_attn.o_proj.weight", (h, q), PROJ),
-            (p + "self_attn.q_norm.weight", (d,), NORM),
-            (p + "self_attn.k_norm.weight", (d,), NORM),
-            (p + "post_attention_layernorm.weight", (h,), NORM),
-        ]
+        out.append((p + "input_layernorm.weight", (h,), NORM))
+        for name, width in (("q", q), ("k", kv), ("v", kv)):
+            out.append((p + f"self_attn.{name}_proj.weight", (width, h), PROJ))
+            if qwen2:
+                out.append((p + f"self_attn.{name}_proj.bias", (width,), BIAS))
+        out.append((p + "self_attn.o_proj.weight", (h, q), PROJ))
+        if not qwen2:
+            out += [(p + "self_attn.q_norm.weight", (d,), NORM), (p + "self_attn.k_norm.weight", (d,), NORM)]
+        out.append((p + "post_attention_layernorm.weight", (h,), NORM))
         if args.arch == "sdar_moe":
             m = args.moe_intermediate
             out.append((p + "mlp.gate.weight", (args.experts, h), PROJ))
@@ -300,30 +302,6 @@ def sdar_tensors(args, rows):
             i = args.intermediate
             out += [(p + "mlp.gate_proj.weight", (i, h), PROJ), (p + "mlp.up_proj.weight", (i, h), PROJ),
                     (p + "mlp.down_proj.weight", (h, i), PROJ)]
-    return out + [("model.norm.weight", (h,), NORM), ("lm_head.weight", (rows, h), HEAD)]
-
-
-def qwen2_tensors(args, rows):
-    """[(name, shape, kind)] of Fast-dLLM v2 / Dream (Qwen2) in the modules' order: SDAR's names without the q/k
-    norms, with a bias after each of q_proj, k_proj and v_proj (o_proj has none)."""
-    h, q, kv, i = args.hidden, args.heads * args.head_dim, args.kv_heads * args.head_dim, args.intermediate
-    out = [("model.embed_tokens.weight", (rows, h), EMBED)]
-    for layer in range(args.layers):
-        p = f"model.layers.{layer}."
-        out += [
-            (p + "input_layernorm.weight", (h,), NORM),
-            (p + "self_attn.q_proj.weight", (q, h), PROJ),
-            (p + "self_attn.q_proj.bias", (q,), BIAS),
-            (p + "self_attn.k_proj.weight", (kv, h), PROJ),
-            (p + "self_attn.k_proj.bias", (kv,), BIAS),
-            (p + "self_attn.v_proj.weight", (kv, h), PROJ),
-            (p + "self_attn.v_proj.bias", (kv,), BIAS),
-            (p + "self_attn.o_proj.weight", (h, q), PROJ),
-            (p + "post_attention_layernorm.weight", (h,), NORM),
-            (p + "mlp.gate_proj.weight", (i, h), PROJ),
-            (p + "mlp.up_proj.weight", (i, h), PROJ),
-            (p + "mlp.down_proj.weight", (h, i), PROJ),
-        ]
     return out + [("model.norm.weight", (h,), NORM), ("lm_head.weight", (rows, h), HEAD)]
 
 
@@ -422,9 +400,9 @@ def main(argv=None):
     if args.arch == "llada":
         config, specs = llada_config(args, vocab, torch_dtype), llada_tensors(args, vocab.rows)
     elif args.arch in QWEN2_ARCHS:
-        config, specs = qwen2_config(args, vocab, torch_dtype), qwen2_tensors(args, vocab.rows)
+        config, specs = qwen2_config(args, vocab, torch_dtype), qwen_tensors(args, vocab.rows)
     else:
-        config, specs = sdar_config(args, vocab, torch_dtype), sdar_tensors(args, vocab.rows)
+        config, specs = sdar_config(args, vocab, torch_dtype), qwen_tensors(args, vocab.rows)
     write_json(out / "config.json", config)
     write_json(out / "generation_config.json", generation_config(args, vocab))
     write_json(out / "tokenizer_config.json", vocab.tokenizer_config)

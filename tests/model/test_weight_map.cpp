@@ -45,6 +45,12 @@ void make_edited(EditedModel& m, const std::string& arch, const std::string& ext
   m.config = load_model_config(m.dir.path());
 }
 
+std::vector<int64_t> shape_of(const std::vector<ExpectedTensor>& tensors, const std::string& name) {
+  auto it = std::find_if(tensors.begin(), tensors.end(), [&](const ExpectedTensor& t) { return t.name == name; });
+  JET_ASSERT(it != tensors.end(), "expected tensor missing: ", name);
+  return it->shape;
+}
+
 RawTensor& find(std::vector<RawTensor>& tensors, const std::string& name) {
   auto it = std::find_if(tensors.begin(), tensors.end(), [&](const RawTensor& t) { return t.name == name; });
   JET_ASSERT(it != tensors.end(), "test tensor missing");
@@ -84,11 +90,8 @@ TEST(WeightMap, Qwen2NamesHaveBiasesAndNoQkNorm) {
   EXPECT_TRUE(n.k_norm.empty());
   EXPECT_TRUE(layer_weight_names(load(sdar_4b_config()), 2).q_bias.empty());
   const auto tensors = expected_tensors(c);
-  auto shape_of = [&](const std::string& name) {
-    return std::find_if(tensors.begin(), tensors.end(), [&](const auto& t) { return t.name == name; })->shape;
-  };
-  EXPECT_EQ(shape_of(n.q_bias), (std::vector<int64_t>{3584}));
-  EXPECT_EQ(shape_of(n.v_bias), (std::vector<int64_t>{512}));
+  EXPECT_EQ(shape_of(tensors, n.q_bias), (std::vector<int64_t>{3584}));
+  EXPECT_EQ(shape_of(tensors, n.v_bias), (std::vector<int64_t>{512}));
 }
 
 TEST(WeightMap, SdarNamesAndShapes) {
@@ -105,14 +108,11 @@ TEST(WeightMap, SdarNamesAndShapes) {
   EXPECT_EQ(g.final_norm, "model.norm.weight");
   EXPECT_EQ(g.lm_head, "lm_head.weight");
   const auto tensors = expected_tensors(c);
-  auto shape_of = [&](const std::string& name) {
-    return std::find_if(tensors.begin(), tensors.end(), [&](const auto& t) { return t.name == name; })->shape;
-  };
-  EXPECT_EQ(shape_of(n.q_proj), (std::vector<int64_t>{4096, 2560}));
-  EXPECT_EQ(shape_of(n.k_proj), (std::vector<int64_t>{1024, 2560}));
-  EXPECT_EQ(shape_of(n.o_proj), (std::vector<int64_t>{2560, 4096}));
-  EXPECT_EQ(shape_of(n.q_norm), (std::vector<int64_t>{128}));
-  EXPECT_EQ(shape_of(g.lm_head), (std::vector<int64_t>{151936, 2560}));
+  EXPECT_EQ(shape_of(tensors, n.q_proj), (std::vector<int64_t>{4096, 2560}));
+  EXPECT_EQ(shape_of(tensors, n.k_proj), (std::vector<int64_t>{1024, 2560}));
+  EXPECT_EQ(shape_of(tensors, n.o_proj), (std::vector<int64_t>{2560, 4096}));
+  EXPECT_EQ(shape_of(tensors, n.q_norm), (std::vector<int64_t>{128}));
+  EXPECT_EQ(shape_of(tensors, g.lm_head), (std::vector<int64_t>{151936, 2560}));
 }
 
 TEST(WeightMap, MoeNamesAndShapes) {
