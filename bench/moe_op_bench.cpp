@@ -77,8 +77,7 @@ int main(int argc, char** argv) {
     MoeWeights w{be.alloc_tensor(owner, DType::BF16, {kExperts, kHidden}),
                  {be.alloc_tensor(owner, DType::BF16, {kExperts, 2 * kInter, kHidden})},
                  {be.alloc_tensor(owner, DType::BF16, {kExperts, kHidden, kInter})},
-                 kTopK,
-                 true};
+                 kTopK};
     fill_uniform(be, w.router, seed++, 1.0f);
     fill_uniform(be, w.gate_up.weight, seed++, 0.05f);
     fill_uniform(be, w.down.weight, seed++, 0.05f);

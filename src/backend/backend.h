@@ -74,12 +74,28 @@ struct Linear {
   bool fp8() const { return weight.dtype == DType::F8E4M3; }
 };
 
+// How a MoE layer picks its experts from the router logits.
+struct MoeRouting {
+  // Softmax (Qwen3-MoE): probabilities over all experts, the top_k of them. Sigmoid (LLaDA2,
+  // BailingMoeV2): per-expert sigmoid scores; `bias` (f32 [E], no data = none) is added for the
+  // choice only; experts lie in n_group consecutive groups, a group scores the sum of its two
+  // best biased scores, and the top_k come from the topk_group best groups. Ties go to the lower
+  // group and expert.
+  enum class Score { Softmax, Sigmoid } score = Score::Softmax;
+  Tensor bias;
+  int n_group = 1, topk_group = 1;
+  bool renormalize = true;  // divide the chosen (unbiased) scores by their sum
+  float scaling = 1.0f;     // then multiply them by this (routed_scaling_factor)
+};
+
 struct MoeWeights {
   Tensor router;   // [E, H] (never FP8: it decides the routing)
   Linear gate_up;  // [E, 2I, H]: rows [0, I) gate, [I, 2I) up
   Linear down;     // [E, H, I]
   int top_k = 0;
-  bool renormalize = true;  // renormalise the top-k routing weights to sum 1
+  MoeRouting routing;
+  // A shared expert every token also runs, unweighted (LLaDA2): [2S, H] and [H, S]; no data = none.
+  Linear shared_gate_up, shared_down;
 };
 
 // --- Decode state (lives in backend memory; docs/decoding.md §3-4) -------------------------------
@@ -181,14 +197,15 @@ class Backend {
   // On packed qkv [T, (nh + 2*nkv) * hd]: the bias [(nh + 2*nkv) * hd] added (when the bias
   // tensor has data; the sum rounded to the activation dtype, as a biased projection's output
   // is), per-head RMSNorm of q and k (skipped when the norm tensor has no data), then NeoX
-  // rotate-half RoPE of q and k at batch positions. q is rewritten in place; k (normed and
+  // rotate-half RoPE of q and k at batch positions over their first rotary_dim dimensions (the
+  // rest pass; 0: all of them; LLaDA2 rotates half). q is rewritten in place; k (normed and
   // rotated) and v go into the cache layer [pages, page_size, nkv, hd], each token at its
   // (sequence, position) slot through the page table, where attention reads them (qkv's k and v
   // columns are left as they were). Storing them here, in the same pass, spares the GPU a
   // kernel per layer.
   virtual void qk_norm_rope(Tensor& qkv, const Tensor& bias, const Tensor& q_norm, const Tensor& k_norm, float eps,
                             const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd, Tensor& k_cache,
-                            Tensor& v_cache, int page_size) = 0;
+                            Tensor& v_cache, int page_size, int rotary_dim = 0) = 0;
   // Every query of qkv (its q columns) attends its sequence's keys in the cache layer, this
   // forward's own included (qk_norm_rope wrote them), per BatchLayout's rule; out [T, nh * hd].
   // Scale 1/sqrt(hd); GQA: q head h reads kv head h / (nh / nkv).
@@ -196,9 +213,12 @@ class Backend {
                          const ForwardBatch& batch, int nh, int nkv, int hd, Tensor& out) = 0;
   // out[T, I] = silu(gate_up[:, :I]) * gate_up[:, I:]
   virtual void swiglu(const Tensor& gate_up, Tensor& out) = 0;
-  // out[T, H] = Σ_top-k routing weight * expert(x); router softmax in fp32 over all experts.
-  // FP8 experts (w.gate_up.fp8()) quantize their inputs as matmul_fp8 does.
+  // out[T, H] = Σ_top-k routing weight * expert(x) (+ the shared expert's output); routing in
+  // fp32 (MoeRouting). FP8 experts (w.gate_up.fp8()) quantize their inputs as matmul_fp8 does.
+  // supports_llada2_layers says whether a backend has LLaDA2's sigmoid routing, shared expert and
+  // partial RoPE (qk_norm_rope's rotary_dim).
   virtual void moe(const Tensor& x, const MoeWeights& w, Tensor& out) = 0;
+  virtual bool supports_llada2_layers() const { return true; }
 
   // Runs `work`, a fixed sequence of op calls whose launch shapes `key` determines (same key, same
   // shapes, same buffers). A backend that can record work (CUDA graphs) records it at the key's

@@ -141,6 +141,24 @@ MoeShape check_moe_args(const Tensor& x, const MoeWeights& w, const Tensor& out,
   check_tensor(out, "moe", "out", dtype, {s.tokens, s.hidden});
   s.top_k = w.top_k;
   JET_CHECK(s.top_k >= 1 && s.top_k <= s.experts, "moe: top_k ", s.top_k, " must be in [1, ", s.experts, " experts]");
+  const MoeRouting& r = w.routing;
+  if (r.bias.data) check_tensor(r.bias, "moe", "routing bias", DType::F32, {s.experts});
+  JET_CHECK(r.n_group >= 1 && s.experts % r.n_group == 0 && r.topk_group >= 1 && r.topk_group <= r.n_group,
+            "moe: ", s.experts, " experts cannot form ", r.n_group, " groups of which ", r.topk_group, " are kept");
+  JET_CHECK(s.top_k <= s.experts / r.n_group * r.topk_group, "moe: top_k ", s.top_k, " exceeds the ",
+            s.experts / r.n_group * r.topk_group, " experts of the kept groups");
+  if (w.shared_down.weight.data) {
+    const bool shared_fp8 = w.shared_down.fp8();
+    const auto check_shared = [&](const Linear& l, const char* name, std::initializer_list<int64_t> dims) {
+      if (shared_fp8) {
+        check_fp8_linear(l, "moe", name, dims);
+      } else {
+        check_tensor(l.weight, "moe", name, dtype, dims);
+      }
+    };
+    check_shared(w.shared_down, "shared_down", {s.hidden, -1});
+    check_shared(w.shared_gate_up, "shared_gate_up", {2 * w.shared_down.weight.dim(1), s.hidden});
+  }
   return s;
 }
 

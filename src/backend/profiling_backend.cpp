@@ -31,6 +31,7 @@ class ProfilingBackend final : public Backend {
   }
   bool supports_fp8() const override { return inner_->supports_fp8(); }
   bool supports_fp8_experts() const override { return inner_->supports_fp8_experts(); }
+  bool supports_llada2_layers() const override { return inner_->supports_llada2_layers(); }
   void matmul_fp8(const Tensor& x, const Linear& w, Tensor& out) override {
     timed("matmul_fp8", [&] { inner_->matmul_fp8(x, w, out); });
   }
@@ -42,9 +43,10 @@ class ProfilingBackend final : public Backend {
   }
   void qk_norm_rope(Tensor& qkv, const Tensor& bias, const Tensor& q_norm, const Tensor& k_norm, float eps,
                     const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd, Tensor& k_cache,
-                    Tensor& v_cache, int page_size) override {
+                    Tensor& v_cache, int page_size, int rotary_dim) override {
     timed("qk_norm_rope", [&] {
-      inner_->qk_norm_rope(qkv, bias, q_norm, k_norm, eps, batch, rope_theta, nh, nkv, hd, k_cache, v_cache, page_size);
+      inner_->qk_norm_rope(qkv, bias, q_norm, k_norm, eps, batch, rope_theta, nh, nkv, hd, k_cache, v_cache, page_size,
+                           rotary_dim);
     });
   }
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, int page_size,

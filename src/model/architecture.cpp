@@ -7,9 +7,9 @@
 namespace jet {
 
 const std::vector<const Architecture*>& architectures() {
-  static const std::vector<const Architecture*> all = {&sdar_architecture(), &sdar_moe_architecture(),
+  static const std::vector<const Architecture*> all = {&sdar_architecture(),  &sdar_moe_architecture(),
                                                        &llada_architecture(), &fast_dllm_v2_architecture(),
-                                                       &dream_architecture()};
+                                                       &dream_architecture(), &llada2_moe_architecture()};
   return all;
 }
 

@@ -1,9 +1,9 @@
 // The architecture layer: one Architecture per model family, each defined in its own file under
-// src/model/arch/ (sdar.cpp, sdar_moe.cpp, llada.cpp, fast_dllm_v2.cpp, dream.cpp). It says how the family is detected
-// from config.json, which keys it reads (and the defaults where real checkpoints omit them), which keys switch on
-// something the engine does not implement, its tensor names, and its default mask and stop ids. The shared forward
-// (model.cpp) and loader read a family only through it. A new family that needs no new op is one file here, one line in
-// architecture.cpp's table, and its tests.
+// src/model/arch/ (sdar.cpp, sdar_moe.cpp, llada.cpp, fast_dllm_v2.cpp, dream.cpp, llada2_moe.cpp). It says how the
+// family is detected from config.json, which keys it reads (and the defaults where real checkpoints omit them), which
+// keys switch on something the engine does not implement, its tensor names, and its default mask and stop ids. The
+// shared forward (model.cpp) and loader read a family only through it. A new family that needs no new op is one file
+// here, one line in architecture.cpp's table, and its tests.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,8 @@ namespace jet {
 
 // How one family names its tensors. Per-layer names are layer_prefix + index + "." + suffix;
 // expert names are layer_prefix + index + "." + experts_infix + expert + "." + expert suffix.
-// nullptr (a field left out): the family has no such tensor.
+// nullptr (a field left out): the family has no such tensor. A family without k_proj and v_proj
+// stores q, k and v as one fused tensor under q_proj ([(nh + 2 nkv) hd, H], LLaDA2).
 struct NamingScheme {
   const char* embed = nullptr;
   const char* final_norm = nullptr;
@@ -38,7 +39,9 @@ struct NamingScheme {
   const char* up_proj = nullptr;
   const char* down_proj = nullptr;
   const char* router = nullptr;
+  const char* router_bias = nullptr;  // the router's fp32 expert bias (LLaDA2)
   const char* experts_infix = nullptr;
+  const char* shared_experts_infix = nullptr;  // + gate_proj / up_proj / down_proj (LLaDA2)
 };
 
 // A config.json key that switches on something the engine does not implement. It may be absent

@@ -5,7 +5,12 @@
 namespace jet {
 
 Model::Model(ModelConfig config, Backend& backend, bool quantize_fp8)
-    : config_(std::move(config)), backend_(backend), quantize_fp8_(quantize_fp8) {}
+    : config_(std::move(config)), backend_(backend), quantize_fp8_(quantize_fp8) {
+  const bool llada2_layers = config_.sigmoid_router || config_.shared_expert_intermediate > 0 || config_.rotary_dim > 0;
+  JET_CHECK(!llada2_layers || backend_.supports_llada2_layers(), "model family ", family_name(config_.family),
+            ": its sigmoid MoE routing, shared expert and partial RoPE are not on the ", backend_.name(),
+            " backend yet (the cpu backend has them)");
+}
 
 size_t Model::weight_bytes() const {
   size_t bytes = 0;
@@ -79,7 +84,7 @@ Tensor Model::forward_hidden(const ForwardBatch& batch, const Tensor& ids, KvCac
     }
     project(normed, w.qkv, qkv);
     backend_.qk_norm_rope(qkv, w.qkv_bias, w.q_norm, w.k_norm, eps, batch, static_cast<float>(c.rope_theta), c.heads,
-                          c.kv_heads, c.head_dim, kv.k[l], kv.v[l], kv.page_size);
+                          c.kv_heads, c.head_dim, kv.k[l], kv.v[l], kv.page_size, static_cast<int>(c.rotary_dim));
     // Past the last layer's K/V the cache needs nothing more, and the LM head only the rows whose
     // logits are asked for: the last layer's attention output, MLP and final norm run on those
     // rows alone, and a forward without logits (prefill, saving a block) ends here.

@@ -45,6 +45,7 @@ struct WeightSlot {
   int64_t numel = 0;
   float* scale = nullptr;  // FP8 only: the part's first scale
   Fp8Scaling scaling = Fp8Scaling::PerChannel;
+  DType dtype = DType::F32;  // of a float part: the compute dtype, or F32 (a router's expert bias)
 };
 
 class Model {

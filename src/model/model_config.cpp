@@ -185,7 +185,7 @@ void check_consistency(const ModelConfig& c, const std::string& source) {
             " key/value heads");
   check_token_id(c, source, "mask_token_id", c.mask_token_id);
   if (c.bos_token_id) check_token_id(c, source, "bos_token_id", *c.bos_token_id);
-  if (c.family != ModelFamily::SDAR_MOE) return;
+  if (c.num_experts == 0) return;
   JET_CHECK(c.experts_per_token <= c.num_experts, source, ": num_experts_per_tok ", c.experts_per_token,
             " exceeds num_experts ", c.num_experts);
   for (int64_t layer : c.mlp_only_layers) {

@@ -12,9 +12,10 @@
 
 namespace jet {
 
-enum class ModelFamily { SDAR, SDAR_MOE, LLADA, FAST_DLLM_V2, DREAM };
+enum class ModelFamily { SDAR, SDAR_MOE, LLADA, FAST_DLLM_V2, DREAM, LLADA2_MOE };
 
-// config.json's model_type of the family: "sdar", "sdar_moe", "llada", "Fast_dLLM_Qwen", "Dream".
+// config.json's model_type of the family: "sdar", "sdar_moe", "llada", "Fast_dLLM_Qwen", "Dream",
+// "llada2_moe".
 std::string_view family_name(ModelFamily family);
 
 struct ModelConfig {
@@ -53,13 +54,22 @@ struct ModelConfig {
   // then be e4m3 tensors with scale tensors beside them (model/fp8_weights.h).
   bool fp8_checkpoint = false;
 
-  // Mixture of experts (SDAR_MOE); zero / empty otherwise.
+  int64_t rotary_dim = 0;  // RoPE rotates the first rotary_dim dimensions of a head (LLaDA2: half); 0: all
+
+  // Mixture of experts (SDAR_MOE, LLADA2_MOE); zero / empty otherwise.
   int64_t num_experts = 0;
   int64_t experts_per_token = 0;  // top-k
   int64_t moe_intermediate = 0;   // width of one expert's MLP
   bool norm_topk_prob = false;    // renormalise the top-k router weights to sum 1
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;  // layers that keep a dense MLP
+  // LLaDA2's router (backend.h, MoeRouting): sigmoid scores, an fp32 expert bias for the choice,
+  // group-limited top-k, a scaling of the weights; and a shared expert of this width (0: none).
+  bool sigmoid_router = false;
+  bool router_bias = false;
+  int64_t n_group = 1, topk_group = 1;
+  double routed_scaling = 1.0;
+  int64_t shared_expert_intermediate = 0;
 
   // Whether `layer` has a routed-expert MLP (Qwen3-MoE rule: not in mlp_only_layers, and
   // (layer + 1) is a multiple of decoder_sparse_step).

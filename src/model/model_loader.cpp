@@ -27,8 +27,8 @@ class TensorWriter {
  public:
   explicit TensorWriter(Backend& backend) : backend_(backend) {}
 
-  void write(const TensorInfo& t, void* dst) {
-    const DType dtype = backend_.compute_dtype();
+  // dtype: the compute dtype, or F32 for the few tensors kept in fp32 (a router's expert bias).
+  void write(const TensorInfo& t, void* dst, DType dtype) {
     const size_t n = static_cast<size_t>(t.numel());
     if (t.dtype == dtype) {  // a bf16 checkpoint on the GPU: no conversion (8 GB for SDAR-4B)
       if (t.on_device) {
@@ -86,9 +86,10 @@ class WeightBuilder {
                 std::map<std::string, WeightSlot>& slots)
       : backend_(backend), source_(source), weights_(weights), slots_(slots), writer_(backend) {}
 
-  // The named tensors stacked along their first dimension, as one backend tensor of `dims`.
-  Tensor stacked(const std::vector<std::string>& names, std::initializer_list<int64_t> dims) {
-    const DType dtype = backend_.compute_dtype();
+  // The named tensors stacked along their first dimension, as one backend tensor of `dims`, in the
+  // compute dtype unless `f32`.
+  Tensor stacked(const std::vector<std::string>& names, std::initializer_list<int64_t> dims, bool f32 = false) {
+    const DType dtype = f32 ? DType::F32 : backend_.compute_dtype();
     Tensor out = backend_.alloc_tensor(weights_.storage, dtype, dims);
     char* dst = out.ptr<char>();
     for (const std::string& name : names) {
@@ -96,19 +97,19 @@ class WeightBuilder {
       JET_ASSERT(t, "tensor ", name, " passed validation but is missing");
       const size_t bytes = static_cast<size_t>(t->numel()) * dtype_size(dtype);
       JET_ASSERT(dst + bytes <= out.ptr<char>() + out.nbytes(), "tensor ", name, " overflows its stack");
-      writer_.write(*t, dst);
-      slots_[name] = WeightSlot{dst, t->numel()};
+      writer_.write(*t, dst, dtype);
+      slots_[name] = WeightSlot{dst, t->numel(), nullptr, Fp8Scaling::PerChannel, dtype};
       dst += bytes;
     }
     JET_ASSERT(dst == out.ptr<char>() + out.nbytes(), "stacked tensors do not fill their destination");
     return out;
   }
 
-  Tensor single(const std::string& name) {
+  Tensor single(const std::string& name, bool f32 = false) {
     const TensorInfo* t = source_.find(name);
     JET_ASSERT(t && t->shape.size() >= 1 && t->shape.size() <= 2, "tensor ", name, " passed validation but is odd");
-    if (t->shape.size() == 1) return stacked({name}, {t->shape[0]});
-    return stacked({name}, {t->shape[0], t->shape[1]});
+    if (t->shape.size() == 1) return stacked({name}, {t->shape[0]}, f32);
+    return stacked({name}, {t->shape[0], t->shape[1]}, f32);
   }
 
   // A projection: the named [rows_i, cols] tensors stacked into one Linear of `dims` ([N, K], or
@@ -169,7 +170,9 @@ LayerWeights build_layer(const ModelConfig& c, int64_t layer, bool quantize, Wei
   const LayerWeightNames n = layer_weight_names(c, layer);
   LayerWeights w;
   w.attn_norm = b.single(n.attn_norm);
-  w.qkv = b.projection({n.q_proj, n.k_proj, n.v_proj}, {(c.heads + 2 * c.kv_heads) * c.head_dim, c.hidden}, quantize);
+  const std::vector<std::string> qkv_names =
+      n.k_proj.empty() ? std::vector<std::string>{n.q_proj} : std::vector<std::string>{n.q_proj, n.k_proj, n.v_proj};
+  w.qkv = b.projection(qkv_names, {(c.heads + 2 * c.kv_heads) * c.head_dim, c.hidden}, quantize);
   if (c.qkv_bias) w.qkv_bias = b.stacked({n.q_bias, n.k_bias, n.v_bias}, {(c.heads + 2 * c.kv_heads) * c.head_dim});
   if (c.qk_norm) {
     w.q_norm = b.single(n.q_norm);
@@ -193,7 +196,18 @@ LayerWeights build_layer(const ModelConfig& c, int64_t layer, bool quantize, Wei
   w.moe.gate_up = b.projection(gate_up_names, {c.num_experts, 2 * c.moe_intermediate, c.hidden}, quantize);
   w.moe.down = b.projection(down_names, {c.num_experts, c.hidden, c.moe_intermediate}, quantize);
   w.moe.top_k = static_cast<int>(c.experts_per_token);
-  w.moe.renormalize = c.norm_topk_prob;
+  MoeRouting& routing = w.moe.routing;
+  routing.score = c.sigmoid_router ? MoeRouting::Score::Sigmoid : MoeRouting::Score::Softmax;
+  if (c.router_bias) routing.bias = b.single(n.router_bias, /*f32=*/true);
+  routing.n_group = static_cast<int>(c.n_group);
+  routing.topk_group = static_cast<int>(c.topk_group);
+  routing.renormalize = c.norm_topk_prob;
+  routing.scaling = static_cast<float>(c.routed_scaling);
+  if (c.shared_expert_intermediate > 0) {
+    const int64_t S = c.shared_expert_intermediate;
+    w.moe.shared_gate_up = b.projection({n.shared_gate, n.shared_up}, {2 * S, c.hidden}, quantize);
+    w.moe.shared_down = b.projection({n.shared_down}, {c.hidden, S}, quantize);
+  }
   return w;
 }
 
@@ -287,7 +301,7 @@ void Model::update(const TensorSource& source) {
     if (slot.scale) {  // an FP8 projection takes new weights as floats and quantizes them as its load did
       writer.write_quantized(*tensor, slot.scaling, slot.data, slot.scale);
     } else {
-      writer.write(*tensor, slot.data);
+      writer.write(*tensor, slot.data, slot.dtype);
     }
   }
 }

@@ -92,8 +92,14 @@ void Model::wake_weights() {
   moved.apply(weights_.final_norm);
   moved.apply(weights_.lm_head);
   for (LayerWeights& l : weights_.layers) {
-    for (Tensor* t : {&l.attn_norm, &l.qkv_bias, &l.q_norm, &l.k_norm, &l.mlp_norm, &l.moe.router}) moved.apply(*t);
-    for (Linear* w : {&l.qkv, &l.o, &l.gate_up, &l.down, &l.moe.gate_up, &l.moe.down}) moved.apply(*w);
+    for (Tensor* t :
+         {&l.attn_norm, &l.qkv_bias, &l.q_norm, &l.k_norm, &l.mlp_norm, &l.moe.router, &l.moe.routing.bias}) {
+      moved.apply(*t);
+    }
+    for (Linear* w :
+         {&l.qkv, &l.o, &l.gate_up, &l.down, &l.moe.gate_up, &l.moe.down, &l.moe.shared_gate_up, &l.moe.shared_down}) {
+      moved.apply(*w);
+    }
   }
   for (auto& [name, slot] : slots_) {
     moved.apply(slot.data);

@@ -62,6 +62,13 @@ LayerWeightNames layer_weight_names(const ModelConfig& config, int64_t layer) {
   n.mlp_norm = name(s.mlp_norm);
   if (moe) {
     n.router = name(s.router);
+    if (config.router_bias) n.router_bias = name(s.router_bias);
+    if (config.shared_expert_intermediate > 0) {
+      const std::string shared = name(s.shared_experts_infix);
+      n.shared_gate = shared + kExpertGate;
+      n.shared_up = shared + kExpertUp;
+      n.shared_down = shared + kExpertDown;
+    }
   } else {
     n.gate_proj = name(s.gate_proj);
     n.up_proj = name(s.up_proj);
@@ -86,7 +93,7 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
   for (int64_t layer = 0; layer < c.layers; ++layer) {
     const LayerWeightNames n = layer_weight_names(c, layer);
     add(out, n.attn_norm, {c.hidden});
-    add(out, n.q_proj, {q_width, c.hidden}, kProjection);
+    add(out, n.q_proj, {n.k_proj.empty() ? q_width + 2 * kv_width : q_width, c.hidden}, kProjection);
     add(out, n.k_proj, {kv_width, c.hidden}, kProjection);
     add(out, n.v_proj, {kv_width, c.hidden}, kProjection);
     add(out, n.q_bias, {q_width});
@@ -100,6 +107,10 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
     add(out, n.up_proj, {c.intermediate, c.hidden}, kProjection);
     add(out, n.down_proj, {c.hidden, c.intermediate}, kProjection);
     add(out, n.router, {c.num_experts, c.hidden});
+    add(out, n.router_bias, {c.num_experts});
+    add(out, n.shared_gate, {c.shared_expert_intermediate, c.hidden}, kProjection);
+    add(out, n.shared_up, {c.shared_expert_intermediate, c.hidden}, kProjection);
+    add(out, n.shared_down, {c.hidden, c.shared_expert_intermediate}, kProjection);
     if (!c.is_moe_layer(layer)) continue;
     for (int64_t e = 0; e < c.num_experts; ++e) {
       const ExpertWeightNames x = expert_weight_names(c, layer, e);
@@ -117,7 +128,8 @@ std::vector<std::vector<std::string>> projection_stacks(const ModelConfig& c) {
   std::vector<std::vector<std::string>> stacks;
   for (int64_t layer = 0; layer < c.layers; ++layer) {
     const LayerWeightNames n = layer_weight_names(c, layer);
-    stacks.push_back({n.q_proj, n.k_proj, n.v_proj});
+    stacks.push_back(n.k_proj.empty() ? std::vector<std::string>{n.q_proj}
+                                      : std::vector<std::string>{n.q_proj, n.k_proj, n.v_proj});
     stacks.push_back({n.o_proj});
     if (!c.is_moe_layer(layer)) {
       stacks.push_back({n.gate_proj, n.up_proj});
@@ -132,6 +144,10 @@ std::vector<std::vector<std::string>> projection_stacks(const ModelConfig& c) {
     }
     stacks.push_back(std::move(gate_up));
     stacks.push_back(std::move(down));
+    if (!n.shared_down.empty()) {
+      stacks.push_back({n.shared_gate, n.shared_up});
+      stacks.push_back({n.shared_down});
+    }
   }
   return stacks;
 }

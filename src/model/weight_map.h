@@ -25,14 +25,17 @@ struct ModelWeightNames {
 // Tensors of one layer. An empty name means the family or this layer has no such tensor.
 // Shapes are [out, in]; q = heads * head_dim, kv = kv_heads * head_dim, inter = intermediate.
 struct LayerWeightNames {
-  std::string attn_norm;                      // [hidden], RMSNorm before attention
-  std::string q_proj, k_proj, v_proj;         // [q, hidden], [kv, hidden], [kv, hidden]
-  std::string q_bias, k_bias, v_bias;         // [q], [kv], [kv] (Qwen2 families)
-  std::string o_proj;                         // [hidden, q]
-  std::string q_norm, k_norm;                 // [head_dim], per-head qk-norm (SDAR families)
-  std::string mlp_norm;                       // [hidden], RMSNorm before the MLP
-  std::string gate_proj, up_proj, down_proj;  // dense SwiGLU MLP: [inter, hidden] x2, [hidden, inter]
-  std::string router;                         // [experts, hidden] (MoE layers)
+  std::string attn_norm;                            // [hidden], RMSNorm before attention
+  std::string q_proj, k_proj, v_proj;               // [q, hidden], [kv, hidden], [kv, hidden]; or q_proj alone,
+                                                    // fused: [q + 2 kv, hidden] (LLaDA2)
+  std::string q_bias, k_bias, v_bias;               // [q], [kv], [kv] (Qwen2 families)
+  std::string o_proj;                               // [hidden, q]
+  std::string q_norm, k_norm;                       // [head_dim], per-head qk-norm (SDAR families)
+  std::string mlp_norm;                             // [hidden], RMSNorm before the MLP
+  std::string gate_proj, up_proj, down_proj;        // dense SwiGLU MLP: [inter, hidden] x2, [hidden, inter]
+  std::string router;                               // [experts, hidden] (MoE layers)
+  std::string router_bias;                          // [experts], fp32 (LLaDA2's MoE layers)
+  std::string shared_gate, shared_up, shared_down;  // [shared, hidden] x2, [hidden, shared]
 };
 
 // One routed expert of a MoE layer: [moe_inter, hidden] x2, [hidden, moe_inter].

@@ -221,3 +221,40 @@ TEST_F(DenseOps, SwigluAndEmbedding) {
     EXPECT_NE(std::string(e.what()).find("token id 11"), std::string::npos) << e.what();
   }
 }
+
+TEST_F(DenseOps, PartialRopeRotatesTheFirstRotaryDimsAndPassesTheRest) {
+  // LLaDA2's RoPE: rotary_dim 4 of head_dim 8 pairs i with i + 2 for i < 2, at angles over 4
+  // dimensions; dimensions 4..7 pass unchanged, in q and in the cached k.
+  const int nh = 2, nkv = 1, hd = 8, rot = 4, width = (nh + 2 * nkv) * hd;
+  const float theta = 10000.0f;
+  const std::vector<int32_t> positions = {3, 77};
+  const auto qkv = random_floats(rng, 2 * width);
+  RopeBatch r = rope_batch(*backend, tf, positions, nkv, hd);
+  Tensor data = tf.f32({2, width}, qkv);
+  backend->qk_norm_rope(data, Tensor(), Tensor(), Tensor(), 1e-6f, r.batch, theta, nh, nkv, hd, r.k_cache, r.v_cache,
+                        static_cast<int>(r.k_cache.dim(1)), rot);
+  std::vector<float> expected = qkv;
+  for (int t = 0; t < 2; ++t) {
+    for (int h = 0; h < nh + nkv; ++h) {
+      float* head = expected.data() + t * width + h * hd;
+      const std::vector<float> x(head, head + hd);
+      for (int i = 0; i < rot / 2; ++i) {
+        const double angle = positions[t] * std::pow(double{theta}, -2.0 * i / rot);
+        head[i] = static_cast<float>(x[i] * std::cos(angle) - x[i + rot / 2] * std::sin(angle));
+        head[i + rot / 2] = static_cast<float>(x[i + rot / 2] * std::cos(angle) + x[i] * std::sin(angle));
+      }
+    }
+  }
+  const auto out = tf.read<float>(data), k_cache = tf.read<float>(r.k_cache);
+  for (int t = 0; t < 2; ++t) {
+    const std::vector<float> q(out.begin() + t * width, out.begin() + t * width + nh * hd);
+    const std::vector<float> q_want(expected.begin() + t * width, expected.begin() + t * width + nh * hd);
+    expect_close(q, q_want, 1e-5f, 1e-5f, "q");
+    const std::vector<float> k_want(expected.begin() + t * width + nh * hd,
+                                    expected.begin() + t * width + (nh + 1) * hd);
+    expect_close(cache_row(k_cache, positions[t], nkv * hd), k_want, 1e-5f, 1e-5f, "cached k");
+  }
+  EXPECT_THROW(backend->qk_norm_rope(data, Tensor(), Tensor(), Tensor(), 1e-6f, r.batch, theta, nh, nkv, hd, r.k_cache,
+                                     r.v_cache, static_cast<int>(r.k_cache.dim(1)), 3),
+               Error);  // odd
+}

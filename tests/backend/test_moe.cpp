@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 
@@ -83,7 +84,7 @@ std::vector<float> run_moe(Backend& be, const MoeHost& m) {
   w.gate_up.weight = tf.f32({m.E, 2 * m.I, m.H}, m.gate_up);
   w.down.weight = tf.f32({m.E, m.H, m.I}, m.down);
   w.top_k = m.top_k;
-  w.renormalize = m.renormalize;
+  w.routing.renormalize = m.renormalize;
   Tensor out = tf.poisoned({m.T, m.H});
   be.moe(tf.f32({m.T, m.H}, m.x), w, out);
   return tf.read<float>(out);
@@ -159,7 +160,7 @@ TEST(Moe, Fp8ExpertsEqualTheComposedOps) {
                                : tf.f32({m.E, (m.H + 127) / 128, (m.I + 127) / 128}, down_scales);
     w.gate_up.scaling = w.down.scaling = scaling;
     w.top_k = m.top_k;
-    w.renormalize = m.renormalize;
+    w.routing.renormalize = m.renormalize;
     Tensor out = tf.poisoned({m.T, m.H});
     backend->moe(tf.f32({m.T, m.H}, m.x), w, out);
 
@@ -207,4 +208,145 @@ TEST(Moe, Fp8ExpertsEqualTheComposedOps) {
     }
     expect_close(tf.read<float>(out), want, 1e-5f, 1e-4f, "fp8 moe");
   }
+}
+
+namespace {
+
+// LLaDA2's routing (MoeRouting::Score::Sigmoid) and shared expert, in double, per token: sigmoid
+// scores, the bias added for the choice only, groups scored by their two best biased scores, the
+// top_k of the topk_group best groups, unbiased weights renormalised and scaled.
+struct SigmoidMoe {
+  MoeHost m;
+  std::vector<float> bias;
+  int n_group, topk_group;
+  float scaling;
+  int S;  // shared expert width
+  std::vector<float> shared_gate_up, shared_down;
+};
+
+double silu_times(double g, double u) { return g / (1.0 + std::exp(-g)) * u; }
+
+std::vector<float> naive_sigmoid_moe(const SigmoidMoe& s) {
+  const MoeHost& m = s.m;
+  std::vector<float> out(m.T * m.H, 0.0f);
+  const int group_size = m.E / s.n_group;
+  for (int t = 0; t < m.T; ++t) {
+    const float* x = m.x.data() + t * m.H;
+    std::vector<double> score(m.E), biased(m.E);
+    for (int e = 0; e < m.E; ++e) {
+      double dot = 0.0;
+      for (int h = 0; h < m.H; ++h) dot += double{x[h]} * m.router[e * m.H + h];
+      score[e] = 1.0 / (1.0 + std::exp(-dot));
+      biased[e] = score[e] + s.bias[e];
+    }
+    std::vector<double> group_score(s.n_group);
+    for (int g = 0; g < s.n_group; ++g) {
+      std::vector<double> members(biased.begin() + g * group_size, biased.begin() + (g + 1) * group_size);
+      std::sort(members.rbegin(), members.rend());
+      group_score[g] = members[0] + (group_size > 1 ? members[1] : 0.0);
+    }
+    std::vector<int> groups(s.n_group);
+    std::iota(groups.begin(), groups.end(), 0);
+    std::stable_sort(groups.begin(), groups.end(), [&](int a, int b) { return group_score[a] > group_score[b]; });
+    std::vector<int> candidates;
+    for (int k = 0; k < s.topk_group; ++k) {
+      for (int e = groups[k] * group_size; e < (groups[k] + 1) * group_size; ++e) candidates.push_back(e);
+    }
+    std::sort(candidates.begin(), candidates.end());
+    std::stable_sort(candidates.begin(), candidates.end(), [&](int a, int b) { return biased[a] > biased[b]; });
+    double chosen = 0.0;
+    for (int k = 0; k < m.top_k; ++k) chosen += score[candidates[k]];
+    std::vector<double> y(m.H, 0.0);
+    for (int k = 0; k < m.top_k; ++k) {
+      const int e = candidates[k];
+      const double weight = score[e] / chosen * s.scaling;
+      for (int h = 0; h < m.H; ++h) {
+        double sum = 0.0;
+        for (int i = 0; i < m.I; ++i) {
+          double g = 0.0, u = 0.0;
+          for (int j = 0; j < m.H; ++j) {
+            g += double{x[j]} * m.gate_up[(size_t(e) * 2 * m.I + i) * m.H + j];
+            u += double{x[j]} * m.gate_up[(size_t(e) * 2 * m.I + m.I + i) * m.H + j];
+          }
+          sum += silu_times(g, u) * m.down[(size_t(e) * m.H + h) * m.I + i];
+        }
+        y[h] += weight * sum;
+      }
+    }
+    for (int h = 0; h < m.H; ++h) {
+      double sum = 0.0;
+      for (int i = 0; i < s.S; ++i) {
+        double g = 0.0, u = 0.0;
+        for (int j = 0; j < m.H; ++j) {
+          g += double{x[j]} * s.shared_gate_up[size_t(i) * m.H + j];
+          u += double{x[j]} * s.shared_gate_up[size_t(s.S + i) * m.H + j];
+        }
+        sum += silu_times(g, u) * s.shared_down[size_t(h) * s.S + i];
+      }
+      out[t * m.H + h] = static_cast<float>(y[h] + sum);
+    }
+  }
+  return out;
+}
+
+std::vector<float> run_sigmoid_moe(Backend& be, const SigmoidMoe& s) {
+  TensorFactory tf(be);
+  const MoeHost& m = s.m;
+  MoeWeights w;
+  w.router = tf.f32({m.E, m.H}, m.router);
+  w.gate_up.weight = tf.f32({m.E, 2 * m.I, m.H}, m.gate_up);
+  w.down.weight = tf.f32({m.E, m.H, m.I}, m.down);
+  w.top_k = m.top_k;
+  w.routing.score = MoeRouting::Score::Sigmoid;
+  w.routing.bias = tf.f32({m.E}, s.bias);
+  w.routing.n_group = s.n_group;
+  w.routing.topk_group = s.topk_group;
+  w.routing.scaling = s.scaling;
+  w.shared_gate_up.weight = tf.f32({2 * s.S, m.H}, s.shared_gate_up);
+  w.shared_down.weight = tf.f32({m.H, s.S}, s.shared_down);
+  Tensor out = tf.poisoned({m.T, m.H});
+  be.moe(tf.f32({m.T, m.H}, m.x), w, out);
+  return tf.read<float>(out);
+}
+
+}  // namespace
+
+TEST(Moe, Llada2SigmoidGroupRoutingAndSharedExpertMatchNaive) {
+  std::unique_ptr<Backend> backend = make_cpu_backend(2);
+  std::mt19937 rng(11);
+  // (experts, groups, kept groups, top_k): LLaDA2-mini's 256 / 8 / 4 / 8 in small, one group, and
+  // groups of one expert.
+  for (auto [E, n_group, topk_group, top_k] : {std::array<int, 4>{8, 4, 2, 2}, std::array<int, 4>{6, 1, 1, 3},
+                                               std::array<int, 4>{4, 4, 2, 2}, std::array<int, 4>{12, 3, 2, 1}}) {
+    SigmoidMoe s{random_moe(rng, 9, 10, E, 5, top_k, true),
+                 random_floats(rng, E, -0.3f, 0.3f),
+                 n_group,
+                 topk_group,
+                 2.5f,
+                 7,
+                 {},
+                 {}};
+    s.shared_gate_up = random_floats(rng, 2 * s.S * 10);
+    s.shared_down = random_floats(rng, 10 * s.S);
+    expect_close(run_sigmoid_moe(*backend, s), naive_sigmoid_moe(s), 1e-5f, 1e-4f, "sigmoid moe");
+  }
+}
+
+TEST(Moe, Llada2BiasChoosesButDoesNotWeigh) {
+  // A bias of +10 on expert 2 puts it first for every token; with top_k = 1 its weight is then the
+  // scaling alone (its own score renormalised), whatever its score; without a shared expert the
+  // output is that expert's, times 2.5.
+  std::unique_ptr<Backend> backend = make_cpu_backend(2);
+  std::mt19937 rng(12);
+  SigmoidMoe s{random_moe(rng, 5, 6, 4, 3, 1, true), {0.0f, 0.0f, 10.0f, 0.0f}, 1, 1, 2.5f, 1, {}, {}};
+  s.shared_gate_up.assign(2 * 6, 0.0f);  // a shared expert of zeros adds nothing
+  s.shared_down.assign(6, 0.0f);
+  MoeHost only_two = s.m;  // expert 2 alone: the softmax gives it weight 1
+  only_two.E = 1;
+  only_two.router.assign(6, 0.0f);
+  only_two.gate_up.assign(s.m.gate_up.begin() + 2 * (2 * 3 * 6), s.m.gate_up.begin() + 3 * (2 * 3 * 6));
+  only_two.down.assign(s.m.down.begin() + 2 * (6 * 3), s.m.down.begin() + 3 * (6 * 3));
+  std::vector<float> want = naive_moe(only_two);
+  for (float& v : want) v *= 2.5f;
+  expect_close(run_sigmoid_moe(*backend, s), want, 1e-5f, 1e-4f, "biased choice");
 }

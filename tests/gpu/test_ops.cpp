@@ -330,8 +330,9 @@ void test_moe(Report& report, Twins& tw, std::mt19937& rng) {
       Twin router = tw.floats({c.E, c.H}, router_values);
       Twin gate_up = tw.floats({c.E, 2 * c.I, c.H}, random_bf16(rng, size_t(c.E) * 2 * c.I * c.H));
       Twin down = tw.floats({c.E, c.H, c.I}, random_bf16(rng, size_t(c.E) * c.H * c.I));
-      MoeWeights w_cpu{router.cpu, {gate_up.cpu}, {down.cpu}, c.top_k, c.renormalize};
-      MoeWeights w_cuda{router.cuda, {gate_up.cuda}, {down.cuda}, c.top_k, c.renormalize};
+      MoeWeights w_cpu{router.cpu, {gate_up.cpu}, {down.cpu}, c.top_k};
+      MoeWeights w_cuda{router.cuda, {gate_up.cuda}, {down.cuda}, c.top_k};
+      w_cpu.routing.renormalize = w_cuda.routing.renormalize = c.renormalize;
       Twin out = tw.poisoned({c.T, c.H});
       tw.cpu().moe(x.cpu, w_cpu, out.cpu);
       tw.cuda().moe(x.cuda, w_cuda, out.cuda);

@@ -129,4 +129,44 @@ inline nlohmann::json dream_7b_config() {
   return c;
 }
 
+// LLaDA2.0-mini (peers.md's table of LLaDA2 keys).
+inline nlohmann::json llada2_mini_config() {
+  return {{"architectures", {"LLaDA2MoeModelLM"}},
+          {"model_type", "llada2_moe"},
+          {"hidden_size", 2048},
+          {"intermediate_size", 5120},
+          {"num_hidden_layers", 20},
+          {"num_attention_heads", 16},
+          {"num_key_value_heads", 4},
+          {"head_dim", 128},
+          {"vocab_size", 157184},
+          {"rms_norm_eps", 1e-6},
+          {"rope_theta", 600000},
+          {"partial_rotary_factor", 0.5},
+          {"rotary_dim", 64},
+          {"max_position_embeddings", 32768},
+          {"tie_word_embeddings", false},
+          {"use_qk_norm", true},
+          {"use_qkv_bias", false},
+          {"use_bias", false},
+          {"hidden_act", "silu"},
+          {"rope_scaling", nullptr},
+          {"using_split_qkv_in_self_attention", false},
+          {"num_experts", 256},
+          {"num_experts_per_tok", 8},
+          {"num_shared_experts", 1},
+          {"moe_intermediate_size", 512},
+          {"first_k_dense_replace", 1},
+          {"score_function", "sigmoid"},
+          {"moe_router_enable_expert_bias", true},
+          {"router_dtype", "fp32"},
+          {"n_group", 8},
+          {"topk_group", 4},
+          {"routed_scaling_factor", 2.5},
+          {"norm_topk_prob", true},
+          {"pad_token_id", 156892},
+          {"eos_token_id", 156892},
+          {"mask_token_id", 156895}};
+}
+
 }  // namespace jet::test

@@ -421,3 +421,45 @@ TEST(ModelConfig, RefusesWhatQwen2FamiliesDoNotImplement) {
   expect_error([] { load(with(fast_dllm_v2_7b_config(), "num_attention_heads", 27)); },
                {"hidden_size 3584", "not a multiple of num_attention_heads 27"});
 }
+
+TEST(ModelConfig, ReadsLlada2Mini) {
+  const ModelConfig c = load(llada2_mini_config());
+  EXPECT_EQ(c.family, ModelFamily::LLADA2_MOE);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.rotary_dim, 64);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_TRUE(c.block_causal);
+  EXPECT_FALSE(c.shifted_logits);
+  EXPECT_EQ(c.num_experts, 256);
+  EXPECT_EQ(c.experts_per_token, 8);
+  EXPECT_EQ(c.moe_intermediate, 512);
+  EXPECT_EQ(c.shared_expert_intermediate, 512);
+  EXPECT_TRUE(c.sigmoid_router);
+  EXPECT_TRUE(c.router_bias);
+  EXPECT_EQ(c.n_group, 8);
+  EXPECT_EQ(c.topk_group, 4);
+  EXPECT_DOUBLE_EQ(c.routed_scaling, 2.5);
+  EXPECT_TRUE(c.norm_topk_prob);
+  EXPECT_FALSE(c.is_moe_layer(0));  // first_k_dense_replace 1
+  EXPECT_TRUE(c.is_moe_layer(1));
+  EXPECT_TRUE(c.is_moe_layer(19));
+  EXPECT_EQ(c.block_size, 32);
+  EXPECT_EQ(c.mask_token_id, 156895);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{156892}));
+  EXPECT_EQ(load(without(llada2_mini_config(), "model_type")).family, ModelFamily::LLADA2_MOE);
+  EXPECT_EQ(load(with(without(llada2_mini_config(), "rotary_dim"), "partial_rotary_factor", 1.0)).rotary_dim, 0);
+}
+
+TEST(ModelConfig, RefusesWhatLlada2DoesNotImplement) {
+  expect_error([] { load(with(llada2_mini_config(), "score_function", "softmax")); },
+               {"score_function", "not supported"});
+  expect_error([] { load(with(llada2_mini_config(), "use_qkv_bias", true)); }, {"use_qkv_bias = true"});
+  expect_error([] { load(with(llada2_mini_config(), "using_split_qkv_in_self_attention", true)); },
+               {"using_split_qkv_in_self_attention"});
+  expect_error([] { load(with(llada2_mini_config(), "rotary_dim", 32)); }, {"rotary_dim 32", "= 64"});
+  expect_error([] { load(with(llada2_mini_config(), "n_group", 7)); }, {"not a multiple of n_group 7"});
+  expect_error([] { load(with(llada2_mini_config(), "topk_group", 9)); }, {"topk_group 9 exceeds n_group 8"});
+  expect_error([] { load(with(with(llada2_mini_config(), "topk_group", 1), "num_experts_per_tok", 33)); },
+               {"num_experts_per_tok 33 exceeds the 32 experts"});
+  expect_error([] { load(with(llada2_mini_config(), "partial_rotary_factor", 0.01)); }, {"partial_rotary_factor"});
+}

@@ -79,6 +79,24 @@ TEST(WeightMap, ExpectedTensorsMatchTheRealCheckpointSizes) {
   }
 }
 
+TEST(WeightMap, Llada2MiniNamesAndTheCheckpointsTensorCount) {
+  const ModelConfig c = load(llada2_mini_config());
+  const auto tensors = expected_tensors(c);
+  EXPECT_EQ(tensors.size(), 14813u);  // LLaDA2.0-mini's checkpoint index (peers.md)
+  const LayerWeightNames dense = layer_weight_names(c, 0), moe = layer_weight_names(c, 1);
+  EXPECT_EQ(dense.q_proj, "model.layers.0.attention.query_key_value.weight");
+  EXPECT_TRUE(dense.k_proj.empty());
+  EXPECT_EQ(dense.gate_proj, "model.layers.0.mlp.gate_proj.weight");
+  EXPECT_TRUE(dense.router.empty());
+  EXPECT_EQ(moe.router_bias, "model.layers.1.mlp.gate.expert_bias");
+  EXPECT_EQ(moe.shared_down, "model.layers.1.mlp.shared_experts.down_proj.weight");
+  EXPECT_EQ(expert_weight_names(c, 1, 255).up_proj, "model.layers.1.mlp.experts.255.up_proj.weight");
+  EXPECT_EQ(shape_of(tensors, dense.q_proj), (std::vector<int64_t>{(16 + 2 * 4) * 128, 2048}));
+  EXPECT_EQ(shape_of(tensors, moe.router_bias), (std::vector<int64_t>{256}));
+  EXPECT_EQ(shape_of(tensors, moe.shared_gate), (std::vector<int64_t>{512, 2048}));
+  EXPECT_EQ(model_weight_names(c).embed, "model.word_embeddings.weight");
+}
+
 TEST(WeightMap, Qwen2NamesHaveBiasesAndNoQkNorm) {
   const ModelConfig c = load(fast_dllm_v2_7b_config());
   const LayerWeightNames n = layer_weight_names(c, 2);

@@ -33,7 +33,7 @@ class CpuBackend final : public Backend {
   void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void qk_norm_rope(Tensor& qkv, const Tensor& bias, const Tensor& q_norm, const Tensor& k_norm, float eps,
                     const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd, Tensor& k_cache,
-                    Tensor& v_cache, int page_size) override;
+                    Tensor& v_cache, int page_size, int rotary_dim) override;
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, int page_size,
                  const ForwardBatch& batch, int nh, int nkv, int hd, Tensor& out) override;
   void swiglu(const Tensor& gate_up, Tensor& out) override;

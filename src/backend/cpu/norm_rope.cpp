@@ -55,7 +55,7 @@ void CpuBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w,
 
 void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& bias, const Tensor& q_norm, const Tensor& k_norm, float eps,
                               const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd, Tensor& k_cache,
-                              Tensor& v_cache, int page_size) {
+                              Tensor& v_cache, int page_size, int rotary_dim) {
   const int64_t T =
       check_qk_norm_rope_args(qkv, bias, q_norm, k_norm, batch, nh, nkv, hd, k_cache, v_cache, page_size, DType::F32)
           .tokens;
@@ -70,11 +70,14 @@ void CpuBackend::qk_norm_rope(Tensor& qkv, const Tensor& bias, const Tensor& q_n
     }
   }
 
-  const int half = hd / 2;
+  const int rot = rotary_dim == 0 ? hd : rotary_dim;
+  JET_CHECK(rot >= 2 && rot <= hd && rot % 2 == 0, "qk_norm_rope: rotary_dim ", rotary_dim,
+            " must be even and in [2, head_dim = ", hd, "] (or 0: all of it)");
+  const int half = rot / 2;
   // inv_freq and the angles in fp32, the way HF computes them, so positions far from 0 round
   // the same way the checkpoints were trained with.
   std::vector<float> inv_freq(half);
-  for (int i = 0; i < half; ++i) inv_freq[i] = 1.0f / std::pow(rope_theta, static_cast<float>(2 * i) / hd);
+  for (int i = 0; i < half; ++i) inv_freq[i] = 1.0f / std::pow(rope_theta, static_cast<float>(2 * i) / rot);
   const int32_t* positions = batch.positions.ptr<int32_t>();
   float* data = qkv.ptr<float>();
 #pragma omp parallel num_threads(threads_for(T* width))

@@ -43,12 +43,13 @@ class CudaBackend final : public Backend {
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;  // elementwise.cu
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;           // gemm.cu
   bool supports_fp8() const override { return true; }
+  bool supports_llada2_layers() const override { return false; }                    // not yet
   void matmul_fp8(const Tensor& x, const Linear& w, Tensor& out) override;          // fp8_gemm.cu
   void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;  // norm_rope.cu
   void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void qk_norm_rope(Tensor& qkv, const Tensor& bias, const Tensor& q_norm, const Tensor& k_norm, float eps,
                     const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd, Tensor& k_cache,
-                    Tensor& v_cache, int page_size) override;
+                    Tensor& v_cache, int page_size, int rotary_dim) override;
   void attention(const Tensor& qkv, const Tensor& k_cache, const Tensor& v_cache, int page_size,
                  const ForwardBatch& batch, int nh, int nkv, int hd, Tensor& out) override;   // attention.cu
   void swiglu(const Tensor& gate_up, Tensor& out) override;                                   // elementwise.cu

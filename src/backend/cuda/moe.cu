@@ -324,6 +324,8 @@ struct ChunkScratch {
 
 void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
   JET_CHECK(!w.gate_up.fp8(), "moe: the cuda backend has no FP8 expert GEMMs");
+  JET_CHECK(w.routing.score == MoeRouting::Score::Softmax && !w.shared_down.weight.data,
+            "moe: LLaDA2's sigmoid routing and shared expert are not on the cuda backend yet");
   const MoeShape shape = check_moe_args(x, w, out, DType::BF16);
   const int64_t T = shape.tokens, H = shape.hidden, E = shape.experts, I = shape.inter;
   const int top_k = shape.top_k;
@@ -345,7 +347,7 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     Tensor probs(s.probs, DType::F32, {tokens, E});
     matmul(x_chunk, w.router, probs);
     launch_kernel("route_kernel", route_kernel, blocks_for(tokens * 32, kRouteThreads), kRouteThreads, 0, stream_,
-                  s.probs, tokens, static_cast<int>(E), top_k, w.renormalize, s.experts, s.weights);
+                  s.probs, tokens, static_cast<int>(E), top_k, w.routing.renormalize, s.experts, s.weights);
     launch_kernel("sort_routes_kernel", sort_routes_kernel, 1, kSortThreads, 0, stream_, s.experts,
                   static_cast<int>(routes), static_cast<int>(E), rows, s.sort, s.sorted, s.tiles);
 

@@ -269,11 +269,13 @@ void CudaBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w
 
 void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& bias, const Tensor& q_norm, const Tensor& k_norm, float eps,
                                const ForwardBatch& batch, float rope_theta, int nh, int nkv, int hd, Tensor& k_cache,
-                               Tensor& v_cache, int page_size) {
+                               Tensor& v_cache, int page_size, int rotary_dim) {
   const PagedBatchShape shape =
       check_qk_norm_rope_args(qkv, bias, q_norm, k_norm, batch, nh, nkv, hd, k_cache, v_cache, page_size, DType::BF16);
   JET_CHECK(hd / 2 <= kMaxRopeHalf, "qk_norm_rope: head_dim ", hd, " exceeds the CUDA backend's limit of ",
             2 * kMaxRopeHalf);
+  JET_CHECK(rotary_dim == 0 || rotary_dim == hd, "qk_norm_rope: a partial RoPE (", rotary_dim, " of ", hd,
+            " dimensions) is not on the CUDA backend yet (the cpu backend has it)");
   if (shape.tokens == 0) return;
   const BatchLayout& layout = batch.host;
   const int max_new = shape.longest_new;
