@@ -49,7 +49,7 @@ def random_model(shape, layers, seed, folder):
     make_tiny_model.main([*SHAPES[shape], "--layers", str(layers), "--out", str(folder), "--no-weights"])
     config = config_np.load_config(str(folder))
     rows = json.loads((folder / "config.json").read_text())["vocab_size"]
-    specs = make_tiny_model.sdar_tensors(args, rows)
+    specs = make_tiny_model.qwen_tensors(args, rows)
     rng = np.random.default_rng(seed)
     return config, {name: make_tiny_model.random_weight(rng, s, kind) for name, s, kind in specs}, rows
 

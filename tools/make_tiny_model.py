@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """Writes a tiny random model as a complete HuggingFace folder, for tests and benchmarks.
 
-    make_tiny_model.py --arch {sdar,sdar_moe,llada,fast_dllm_v2,dream} --out DIR [--seed N] [--vocab small|qwen3 | --tokenizer DIR]
+    make_tiny_model.py --arch {sdar,sdar_moe,llada,fast_dllm_v2,dream,llada2_moe} --out DIR [--seed N]
+        [--vocab small|qwen3 | --tokenizer DIR]
         [--layers L --hidden H --heads N --kv-heads K --head-dim D --intermediate I]
         [--experts E --top-k K --moe-intermediate M] [--block-size B] [--dtype bf16|f16|f32] [--shards K]
+        [--n-group G --topk-group TG --shared-experts S --first-dense F --rotary-factor R]  (llada2_moe)
         [--vocab-size ROWS] [--mask-token-id ID] [--no-weights]
 
 fast_dllm_v2 (Fast-dLLM v2) and dream (Dream) are Qwen2.5 networks: SDAR's without q/k norms, with q/k/v
@@ -11,6 +13,12 @@ biases, head_dim = hidden / heads by default (Dream: always). Fast-dLLM v2's blo
 Dream's config has none (--block-size refused, as for llada). Their real configs lack mask_token_id
 (Fast-dLLM v2) or carry it (Dream): fast_dllm_v2 writes it only where the vocabulary's mask is not the
 family's default 151665 (always, for the small and qwen3 vocabularies, whose masks sit elsewhere).
+llada2_moe (LLaDA2.0 / 2.1, the BailingMoeV2 network of modeling_llada2_moe.py): fused query_key_value,
+q/k norms, partial RoPE (head_dim default 32, --rotary-factor 0.5: 16 rotated dims), --first-dense dense
+layers (default 1, width --intermediate), then MoE layers of --experts experts in --n-group groups (defaults
+8 in 4), --topk-group 2 groups kept, --top-k 2, sigmoid scores with a random expert_bias (std EXPERT_BIAS_STD,
+stored as F32 whatever --dtype, as the real checkpoints keep it), routed_scaling_factor 2.5, and
+--shared-experts 1 shared expert of --moe-intermediate times that width.
 Output: config.json (the keys the real checkpoints use, reference/models.md), generation_config.json,
 model.safetensors (or K shards + model.safetensors.index.json), tokenizer.json, tokenizer_config.json.
 --tokenizer DIR copies a tokenizer folder with SDAR's added tokens instead (e.g. models/sdar-tiny-arith,
@@ -37,13 +45,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import safetensors_io  # noqa: E402
 import tiny_tokenizer  # noqa: E402
 
-ARCHS = ("sdar", "sdar_moe", "llada", "fast_dllm_v2", "dream")
+ARCHS = ("sdar", "sdar_moe", "llada", "fast_dllm_v2", "dream", "llada2_moe")
 QWEN2_ARCHS = ("fast_dllm_v2", "dream")
 FAST_DLLM_V2_MASK = 151665  # the mask id Fast-dLLM v2 uses when config.json has none
 DTYPES = {"bf16": ("BF16", "bfloat16"), "f16": ("F16", "float16"), "f32": ("F32", "float32")}
 LOGIT_STD = 2.0  # target standard deviation of the logits
 NORM_NOISE = 0.05  # norm weights are 1 + NORM_NOISE * N(0, 1)
 BIAS_STD = 0.5  # q/k/v biases: N(0, BIAS_STD^2), large enough that a forward without them differs
+# LLaDA2's router expert_bias: N(0, EXPERT_BIAS_STD^2) against sigmoid scores in (0, 1) of router logits
+# of std ~1, so that it changes some tokens' expert (and group) choice but not most.
+EXPERT_BIAS_STD = 0.1
+LLADA2_ROUTED_SCALING = 2.5  # routed_scaling_factor of LLaDA2.0-mini / -flash
 
 
 def parse_args(argv):
@@ -57,13 +69,22 @@ def parse_args(argv):
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, help="default 2 (llada: = heads)")
-    p.add_argument("--head-dim", type=int, help="default 16 (llada, fast_dllm_v2, dream: hidden / heads)")
+    p.add_argument("--head-dim", type=int,
+                   help="default 16 (llada, fast_dllm_v2, dream: hidden / heads; llada2_moe: 32)")
     p.add_argument("--intermediate", type=int, default=128)
     p.add_argument("--experts", type=int, default=8)
     p.add_argument("--top-k", type=int, default=2)
     p.add_argument("--moe-intermediate", type=int, default=32)
+    p.add_argument("--n-group", type=int, default=4, help="llada2_moe: expert groups (n_group)")
+    p.add_argument("--topk-group", type=int, default=2, help="llada2_moe: groups kept per token (topk_group)")
+    p.add_argument("--shared-experts", type=int, default=1, help="llada2_moe: num_shared_experts (0: none)")
+    p.add_argument("--first-dense", type=int, default=1,
+                   help="llada2_moe: first_k_dense_replace, the leading layers with a dense MLP")
+    p.add_argument("--rotary-factor", type=float, default=0.5,
+                   help="llada2_moe: partial_rotary_factor (rotary_dim = head_dim * it)")
     p.add_argument("--block-size", type=int,
-                   help="default 4; sdar, sdar_moe and fast_dllm_v2 (bd_size) only (LLaDA and Dream configs have no such key)")
+                   help="default 4; sdar, sdar_moe, fast_dllm_v2 (bd_size) and llada2_moe only (LLaDA and Dream "
+                        "configs have no such key)")
     p.add_argument("--dtype", choices=DTYPES, default="bf16")
     p.add_argument("--shards", type=int, default=1)
     p.add_argument("--vocab-size", type=int,
@@ -76,11 +97,12 @@ def parse_args(argv):
     if args.kv_heads is None:
         args.kv_heads = args.heads if llada else 2
     if args.head_dim is None:
-        args.head_dim = args.hidden // args.heads if llada or args.arch in QWEN2_ARCHS else 16
+        args.head_dim = args.hidden // args.heads if llada or args.arch in QWEN2_ARCHS else \
+            32 if args.arch == "llada2_moe" else 16
     if args.block_size is None:
         args.block_size = 4
     elif llada or args.arch == "dream":
-        p.error("--block-size applies to sdar, sdar_moe and fast_dllm_v2 only")
+        p.error("--block-size applies to sdar, sdar_moe, fast_dllm_v2 and llada2_moe only")
     sizes = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "experts", "top_k",
              "moe_intermediate", "block_size", "shards")
     for name in sizes:
@@ -94,7 +116,25 @@ def parse_args(argv):
         p.error("--tokenizer replaces --vocab: give one of them")
     if args.top_k > args.experts:
         p.error("--top-k must not exceed --experts")
+    if args.arch == "llada2_moe":
+        check_llada2_args(p, args)
     return args
+
+
+def check_llada2_args(p, args):
+    """The grouping and partial RoPE that config_np (and the engine) accept."""
+    if args.n_group <= 0 or args.experts % args.n_group:
+        p.error("--n-group must be positive and divide --experts")
+    if not 1 <= args.topk_group <= args.n_group:
+        p.error("--topk-group must be in [1, --n-group]")
+    if args.top_k > args.experts // args.n_group * args.topk_group:
+        p.error("--top-k must not exceed the experts of --topk-group groups")
+    if args.shared_experts < 0 or args.first_dense < 0:
+        p.error("--shared-experts and --first-dense must not be negative")
+    rotary = int(args.head_dim * args.rotary_factor)
+    if rotary < 2 or rotary % 2 or rotary > args.head_dim:
+        p.error(f"--rotary-factor {args.rotary_factor} gives rotary_dim {rotary} of head_dim {args.head_dim}: "
+                "it must be even, >= 2 and <= head_dim")
 
 
 def sdar_config(args, vocab, torch_dtype):
@@ -254,6 +294,66 @@ def qwen2_config(args, vocab, torch_dtype):
     return dict(sorted(config.items()))
 
 
+def llada2_config(args, vocab, torch_dtype):
+    """LLaDA2-MoE's config.json (LLaDA2.0-mini's keys, modeling_llada2_moe.py): BailingMoeV2 names, the
+    block size as block_size, the tokenizer's mask as mask_token_id."""
+    return dict(sorted({
+        "architectures": ["LLaDA2MoeModelLM"],
+        "auto_map": {
+            "AutoConfig": "configuration_llada2_moe.LLaDA2MoeConfig",
+            "AutoModel": "modeling_llada2_moe.LLaDA2MoeModel",
+            "AutoModelForCausalLM": "modeling_llada2_moe.LLaDA2MoeModelLM",
+        },
+        "attention_dropout": 0.0,
+        "block_size": args.block_size,
+        "embedding_dropout": 0.0,
+        "eos_token_id": vocab.eos,
+        "first_k_dense_replace": args.first_dense,
+        "head_dim": args.head_dim,
+        "hidden_act": "silu",
+        "hidden_size": args.hidden,
+        "initializer_range": 0.02,
+        "intermediate_size": args.intermediate,
+        "mask_token_id": vocab.mask,
+        "max_position_embeddings": 32768,
+        "max_window_layers": args.layers,
+        "model_type": "llada2_moe",
+        "moe_intermediate_size": args.moe_intermediate,
+        "moe_router_enable_expert_bias": True,
+        "n_group": args.n_group,
+        "norm_head": False,
+        "norm_softmax": False,
+        "norm_topk_prob": True,
+        "num_attention_heads": args.heads,
+        "num_experts": args.experts,
+        "num_experts_per_tok": args.top_k,
+        "num_hidden_layers": args.layers,
+        "num_key_value_heads": args.kv_heads,
+        "num_shared_experts": args.shared_experts,
+        "output_dropout": 0.0,
+        "output_router_logits": False,
+        "pad_token_id": vocab.eos,
+        "partial_rotary_factor": args.rotary_factor,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 600000.0,
+        "routed_scaling_factor": LLADA2_ROUTED_SCALING,
+        "router_dtype": "fp32",
+        "score_function": "sigmoid",
+        "tie_word_embeddings": False,
+        "topk_group": args.topk_group,
+        "torch_dtype": torch_dtype,
+        "transformers_version": "4.52.3",
+        "use_bias": False,
+        "use_cache": True,
+        "use_qk_norm": True,
+        "use_qkv_bias": False,
+        "use_rmsnorm": True,
+        "using_split_qkv_in_self_attention": False,
+        "vocab_size": vocab.rows,
+    }.items()))
+
+
 def generation_config(args, vocab):
     if args.arch == "llada":
         return {"bos_token_id": vocab.bos, "eos_token_id": vocab.stop_ids, "pad_token_id": vocab.eos,
@@ -261,6 +361,9 @@ def generation_config(args, vocab):
     if args.arch == "dream":
         return {"bos_token_id": vocab.bos, "eos_token_id": vocab.eos, "pad_token_id": vocab.eos,
                 "transformers_version": "4.46.2"}
+    if args.arch == "llada2_moe":
+        return {"bos_token_id": vocab.bos, "eos_token_id": vocab.eos, "pad_token_id": vocab.eos,
+                "transformers_version": "4.52.3"}
     if args.arch == "fast_dllm_v2":  # Qwen2.5-Instruct's
         return {"bos_token_id": vocab.bos, "do_sample": True, "eos_token_id": vocab.stop_ids, "pad_token_id": vocab.eos,
                 "temperature": 0.7, "top_k": 20, "top_p": 0.8,
@@ -270,7 +373,7 @@ def generation_config(args, vocab):
 
 
 # Tensor kinds and how they are initialised (see random_weight).
-EMBED, NORM, PROJ, HEAD, BIAS = "embed", "norm", "proj", "head", "bias"
+EMBED, NORM, PROJ, HEAD, BIAS, EXPERT_BIAS = "embed", "norm", "proj", "head", "bias", "expert_bias"
 
 
 def qwen_tensors(args, rows):
@@ -325,6 +428,35 @@ def llada_tensors(args, rows):
     return out + [("model.transformer.ln_f.weight", (h,), NORM), ("model.transformer.ff_out.weight", (rows, h), HEAD)]
 
 
+def llada2_tensors(args, rows):
+    """[(name, shape, kind)] of LLaDA2-MoE in its modules' order: per layer the norm, the fused
+    query_key_value (rows: q heads, k heads, v heads), the q/k norms, dense, the post-attention norm, then the
+    dense MLP (layers < --first-dense) or the router (gate.weight, gate.expert_bias), the experts and the shared
+    expert."""
+    h, d = args.hidden, args.head_dim
+    qkv = (args.heads + 2 * args.kv_heads) * d
+    out = [("model.word_embeddings.weight", (rows, h), EMBED)]
+    for layer in range(args.layers):
+        p = f"model.layers.{layer}."
+        out += [(p + "input_layernorm.weight", (h,), NORM),
+                (p + "attention.query_key_value.weight", (qkv, h), PROJ),
+                (p + "attention.query_layernorm.weight", (d,), NORM),
+                (p + "attention.key_layernorm.weight", (d,), NORM),
+                (p + "attention.dense.weight", (h, args.heads * d), PROJ),
+                (p + "post_attention_layernorm.weight", (h,), NORM)]
+        mlps = [(p + "mlp.", args.intermediate)]
+        if layer >= args.first_dense:
+            out += [(p + "mlp.gate.weight", (args.experts, h), PROJ),
+                    (p + "mlp.gate.expert_bias", (args.experts,), EXPERT_BIAS)]
+            mlps = [(f"{p}mlp.experts.{e}.", args.moe_intermediate) for e in range(args.experts)]
+            if args.shared_experts:
+                mlps.append((p + "mlp.shared_experts.", args.moe_intermediate * args.shared_experts))
+        for x, m in mlps:
+            out += [(x + "gate_proj.weight", (m, h), PROJ), (x + "up_proj.weight", (m, h), PROJ),
+                    (x + "down_proj.weight", (h, m), PROJ)]
+    return out + [("model.norm.weight", (h,), NORM), ("lm_head.weight", (rows, h), HEAD)]
+
+
 def random_weight(rng, shape, kind):
     """Scales that keep a tiny model's activations O(1): unit-variance embeddings, projections with
     std 1/sqrt(fan_in) (unit-variance outputs for normalised inputs, so attention scores and router
@@ -337,6 +469,8 @@ def random_weight(rng, shape, kind):
         return x
     if kind == BIAS:
         return x * np.float32(BIAS_STD)
+    if kind == EXPERT_BIAS:
+        return x * np.float32(EXPERT_BIAS_STD)
     if kind == HEAD:
         return x * np.float32(LOGIT_STD / np.sqrt(fan_in))
     return x * np.float32(1.0 / np.sqrt(fan_in))
@@ -352,16 +486,18 @@ def write_weights(out, specs, rng, dtype, shards):
     if shards > len(specs):
         raise SystemExit(f"--shards {shards} exceeds the number of tensors ({len(specs)})")
     tensors = {name: random_weight(rng, shape, kind) for name, shape, kind in specs}
+    # LLaDA2's expert_bias stays F32 in a checkpoint of any dtype (as the real ones keep it).
+    dtypes = {name: "F32" for name, _, kind in specs if kind == EXPERT_BIAS} or None
     remove_checkpoint(out)
     if shards == 1:
-        safetensors_io.write_safetensors(out / "model.safetensors", tensors, dtype)
+        safetensors_io.write_safetensors(out / "model.safetensors", tensors, dtype, dtypes=dtypes)
         return
     names = list(tensors)
     weight_map, total = {}, 0
     for k, chunk in enumerate(np.array_split(np.arange(len(names)), shards)):
         file_name = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
         part = {names[i]: tensors[names[i]] for i in chunk}
-        total += safetensors_io.write_safetensors(out / file_name, part, dtype)
+        total += safetensors_io.write_safetensors(out / file_name, part, dtype, dtypes=dtypes)
         weight_map.update({name: file_name for name in part})
     write_json(out / "model.safetensors.index.json", {"metadata": {"total_size": total}, "weight_map": weight_map})
 
@@ -401,6 +537,8 @@ def main(argv=None):
         config, specs = llada_config(args, vocab, torch_dtype), llada_tensors(args, vocab.rows)
     elif args.arch in QWEN2_ARCHS:
         config, specs = qwen2_config(args, vocab, torch_dtype), qwen_tensors(args, vocab.rows)
+    elif args.arch == "llada2_moe":
+        config, specs = llada2_config(args, vocab, torch_dtype), llada2_tensors(args, vocab.rows)
     else:
         config, specs = sdar_config(args, vocab, torch_dtype), qwen_tensors(args, vocab.rows)
     write_json(out / "config.json", config)

@@ -346,8 +346,12 @@ void test_moe(Report& report, Twins& tw, std::mt19937& rng) {
   report.run("moe argument checks", [&] {
     Twin x = tw.poisoned({2, 8}), router = tw.poisoned({4, 8}), gate_up = tw.poisoned({4, 6, 8});
     Twin down = tw.poisoned({4, 8, 3}), out = tw.poisoned({2, 8});
-    MoeWeights w{router.cuda, {gate_up.cuda}, {down.cuda}, 5, true};
+    MoeWeights w{router.cuda, {gate_up.cuda}, {down.cuda}, 5};
     expect_error(report, "moe rejects top_k above the expert count", [&] { tw.cuda().moe(x.cuda, w, out.cuda); });
+    w.top_k = 2;
+    w.routing.score = MoeRouting::Score::Sigmoid;
+    expect_error(report, "moe refuses LLaDA2's sigmoid routing (not on CUDA yet)",
+                 [&] { tw.cuda().moe(x.cuda, w, out.cuda); });
   });
 }
 

@@ -16,7 +16,7 @@ sys.path.insert(0, str(REPO / "tests" / "reference"))
 from generate_np import generate as reference_generate  # noqa: E402
 from model_np import ReferenceModel, block_logits  # noqa: E402
 
-ARCHS = ["sdar", "sdar_moe", "llada", "fast_dllm_v2", "dream"]
+ARCHS = ["sdar", "sdar_moe", "llada", "fast_dllm_v2", "dream", "llada2_moe"]
 
 
 @pytest.fixture(scope="module", params=ARCHS)

@@ -30,7 +30,7 @@ import safetensors_io  # noqa: E402
 from generate_np import generate as reference_generate  # noqa: E402
 from model_np import ReferenceModel, block_logits, is_projection  # noqa: E402
 
-ARCHS = ["sdar", "sdar_moe", "llada"]
+ARCHS = ["sdar", "sdar_moe", "llada", "fast_dllm_v2", "llada2_moe"]
 EXACT = 1e-5       # fp32 rounding of the same computation
 FLIPPED = 0.5      # a flipped request stays within this (a flip may change an expert choice)
 MOST = 0.4         # share of requests that must be EXACT (a third are flipped at these sizes)

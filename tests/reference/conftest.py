@@ -13,8 +13,10 @@ MAKE_TINY_MODEL = Path(__file__).resolve().parents[2] / "tools" / "make_tiny_mod
 # head_dim 32 for SDAR makes q_proj 128 wide for a hidden size of 64, like SDAR-4B (models.md).
 # Fast-dLLM v2 and Dream keep head_dim = hidden / heads (their configs have no head_dim key) and
 # GQA 2; Fast-dLLM v2's bd_size is 4, Dream has no block key (a request's block_length decides).
+# LLaDA2-MoE: the generator's defaults (a dense first layer, then 8 experts in 4 groups, 2 kept,
+# top-2, one shared expert; head_dim 32 with 16 rotated dims; block_size 4).
 FIXTURE_ARGS = {"sdar": ["--head-dim", "32"], "sdar_moe": [], "llada": [], "fast_dllm_v2": [],
-                "dream": []}
+                "dream": [], "llada2_moe": []}
 # The families whose logits are shifted (docs/decoding.md §1, head steps).
 SHIFTED_ARCHS = ("fast_dllm_v2", "dream")
 

@@ -1,5 +1,7 @@
-"""Float64 forwards of SDAR (Qwen3), SDAR-MoE (Qwen3-MoE), LLaDA, and Fast-dLLM v2 and Dream
-(Qwen2: no q/k norm, biases on q/k/v), without a KV cache.
+"""Float64 forwards of SDAR (Qwen3), SDAR-MoE (Qwen3-MoE), LLaDA, Fast-dLLM v2 and Dream
+(Qwen2: no q/k norm, biases on q/k/v), and LLaDA2-MoE (BailingMoeV2: fused q/k/v, partial RoPE,
+dense first layers, sigmoid group-limited routing with an expert bias, a shared expert), without
+a KV cache.
 
 Weights are read as fp32 (what the engine computes from) and widened to float64, so the only
 difference to the engine is the engine's own fp32 rounding. Layer math: reference/models.md §1.3
@@ -8,7 +10,7 @@ load with quantize_fp8, read back as floats, and their input activations quantiz
 
 Why a full recompute with a segment mask equals the engine's cached decode (docs/decoding.md §1):
 give every position x a segment seg(x) and let query p attend key q iff seg(q) <= seg(p).
-  * block-causal models (SDAR, SDAR-MoE, Fast-dLLM v2): seg(x) = floor(x / B);
+  * block-causal models (SDAR, SDAR-MoE, Fast-dLLM v2, LLaDA2-MoE): seg(x) = floor(x / B);
   * LLaDA / dLLM-Var, Dream: seg(x) = 0 for the prefilled prompt part (x < num_prefill,
     bidirectional prefill), then one segment per block: seg(x) = 1 + floor((x - num_prefill) / B).
 The engine writes the K/V of segment s exactly once for good: the prefill forward (segment 0 of
@@ -54,6 +56,16 @@ def rope(x, positions, theta):
     return np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
 
 
+def partial_rope(x, positions, theta, rotary_dim):
+    """RoPE of the first rotary_dim dims of each head only (LLaDA2's partial_rotary_factor): rope()
+    of x[..., :rotary_dim], so dim i < rotary_dim/2 pairs with i + rotary_dim/2 at angle
+    position * theta^(-2i/rotary_dim); dims >= rotary_dim pass through unchanged."""
+    if rotary_dim == x.shape[-1]:
+        return rope(x, positions, theta)
+    return np.concatenate([rope(x[..., :rotary_dim], positions, theta), x[..., rotary_dim:]],
+                          axis=-1)
+
+
 def attention(q, k, v, allowed):
     """Softmax attention with GQA: q [T, nh, d], k/v [T, nkv, d], allowed [T query, T key].
 
@@ -97,9 +109,45 @@ def moe_routing(router_logits, top_k, norm_topk_prob):
     return experts, weights
 
 
+def group_limited_routing(router_logits, top_k, n_group, topk_group, expert_bias=None,
+                          routed_scaling_factor=1.0):
+    """LLaDA2-MoE's router (BailingMoeV2), per row: scores s = sigmoid(logits); the selection reads
+    r = s + expert_bias (r = s without a bias). The E experts form n_group consecutive groups;
+    a group's score is the sum of its 2 largest r (its one r for groups of 1); the topk_group
+    groups of the largest scores are kept (ties: lower group), and of their experts the top_k
+    of the largest r (ties: lower expert id). The weights are the chosen experts' unbiased s,
+    divided by their sum (+1e-20) when top_k > 1, times routed_scaling_factor.
+    Returns (expert ids [T, k], weights [T, k])."""
+    logits = np.asarray(router_logits, dtype=np.float64)
+    scores = 1.0 / (1.0 + np.exp(-logits))
+    routing = scores if expert_bias is None else scores + np.asarray(expert_bias, np.float64)
+    tokens, num_experts = routing.shape
+    if num_experts % n_group or not 1 <= topk_group <= n_group:
+        raise ValueError(f"{num_experts} experts in {n_group} groups, {topk_group} kept")
+    size = num_experts // n_group
+    if not 1 <= top_k <= size * topk_group:
+        raise ValueError(f"top_k {top_k} of the {size * topk_group} experts of kept groups")
+    grouped = np.sort(routing.reshape(tokens, n_group, size), axis=-1)
+    group_scores = grouped[..., -min(2, size):].sum(axis=-1)
+    groups = np.argsort(-group_scores, axis=-1, kind="stable")[:, :topk_group]
+    kept = np.zeros((tokens, n_group), dtype=bool)
+    np.put_along_axis(kept, groups, True, axis=-1)
+    candidates = np.where(np.repeat(kept, size, axis=-1), routing, -np.inf)
+    experts = np.argsort(-candidates, axis=-1, kind="stable")[:, :top_k]
+    weights = np.take_along_axis(scores, experts, axis=-1)
+    if top_k > 1:
+        weights = weights / (weights.sum(axis=-1, keepdims=True) + 1e-20)
+    return experts, weights * routed_scaling_factor
+
+
 def moe_mlp(x, router, experts, top_k, norm_topk_prob, quantize_in=_identity, quantize_hidden=_identity):
     """Sum over each row's routed experts of weight * SwiGLU expert; experts = [(g, u, d)]."""
     chosen, weights = moe_routing(x @ router.T, top_k, norm_topk_prob)
+    return weighted_experts(x, chosen, weights, experts, quantize_in, quantize_hidden)
+
+
+def weighted_experts(x, chosen, weights, experts, quantize_in=_identity, quantize_hidden=_identity):
+    """Per row of x: sum of weights[row, i] * SwiGLU expert chosen[row, i]; experts = [(g, u, d)]."""
     out = np.zeros_like(x)
     for row in range(x.shape[0]):
         for expert, weight in zip(chosen[row], weights[row]):
@@ -185,17 +233,30 @@ _NAMES["sdar_moe"] = _NAMES["sdar"]
 _NAMES["fast_dllm_v2"] = _NAMES["dream"] = dict(
     {k: v for k, v in _NAMES["sdar"].items() if k not in ("q_norm", "k_norm")},
     q_bias="self_attn.q_proj.bias", k_bias="self_attn.k_proj.bias", v_bias="self_attn.v_proj.bias")
-_PROJECTIONS = ("q", "k", "v", "o", "gate", "up", "down")
+# LLaDA2-MoE (modeling_llada2_moe.py): one fused q/k/v matrix (rows: q heads, k heads, v heads);
+# the dense MLP of the first layers under SDAR's names, the MoE's under mlp.gate / mlp.experts /
+# mlp.shared_experts.
+_NAMES["llada2_moe"] = dict(
+    embed="model.word_embeddings.weight", final_norm="model.norm.weight", head="lm_head.weight",
+    layer="model.layers.{}.", attn_norm="input_layernorm.weight",
+    qkv="attention.query_key_value.weight", o="attention.dense.weight",
+    q_norm="attention.query_layernorm.weight", k_norm="attention.key_layernorm.weight",
+    mlp_norm="post_attention_layernorm.weight", gate="mlp.gate_proj.weight",
+    up="mlp.up_proj.weight", down="mlp.down_proj.weight", router="mlp.gate.weight",
+    expert_bias="mlp.gate.expert_bias", expert="mlp.experts.{}.", shared="mlp.shared_experts.")
+_PROJECTIONS = ("q", "k", "v", "qkv", "o", "gate", "up", "down")
 _EXPERT_PARTS = ("gate_proj.weight", "up_proj.weight", "down_proj.weight")
 
 
 def is_projection(name):
     """Whether a checkpoint tensor of any family is a linear layer's weight (what FP8 quantizes):
-    a layer's q / k / v / o, gate / up / down or an expert's; never a router, a norm, the
-    embedding or the head (LLaDA's ff_out is the down projection inside a block only), nor a
-    bias (Qwen2's q/k/v biases stay in their float dtype)."""
+    a layer's q / k / v (or fused query_key_value) / o (dense), gate / up / down or an expert's
+    (a shared expert's too); never a router or its expert_bias, a norm, the embedding or the head
+    (LLaDA's ff_out is the down projection inside a block only), nor a bias (Qwen2's q/k/v biases
+    stay in their float dtype)."""
     in_layer = any(names["layer"].split("{}")[0] in name for names in _NAMES.values())
-    suffixes = tuple(names[key] for names in _NAMES.values() for key in _PROJECTIONS) + _EXPERT_PARTS
+    suffixes = tuple(names[key] for names in _NAMES.values() for key in _PROJECTIONS
+                     if key in names) + _EXPERT_PARTS
     return in_layer and name.endswith(suffixes)
 
 
@@ -249,10 +310,19 @@ class ReferenceModel:
                 fp8[group_key or key] = group
             return weight
 
-        layer = dict(attn_norm=take("attn_norm", (hidden,)), q=projection("q", (q_width, hidden)),
-                     k=projection("k", (kv_width, hidden)), v=projection("v", (kv_width, hidden)),
-                     o=projection("o", (hidden, q_width)), mlp_norm=take("mlp_norm", (hidden,)),
-                     fp8=fp8)
+        attn_norm = take("attn_norm", (hidden,))
+        if "qkv" in names:  # LLaDA2: the fused [q; k; v] rows, split (its FP8 scales are per row
+            # or per 128 rows, its activation group one for all three)
+            qkv = projection("qkv", (q_width + 2 * kv_width, hidden), "q")
+            qkv_parts = dict(q=qkv[:q_width], k=qkv[q_width:q_width + kv_width],
+                             v=qkv[q_width + kv_width:])
+            if "q" in fp8:
+                fp8["k"] = fp8["v"] = fp8["q"]
+        else:
+            qkv_parts = dict(q=projection("q", (q_width, hidden)), k=projection("k", (kv_width, hidden)),
+                             v=projection("v", (kv_width, hidden)))
+        layer = dict(attn_norm=attn_norm, **qkv_parts, o=projection("o", (hidden, q_width)),
+                     mlp_norm=take("mlp_norm", (hidden,)), fp8=fp8)
         if c.qk_norm:
             layer["q_norm"] = take("q_norm", (c.head_dim,))
             layer["k_norm"] = take("k_norm", (c.head_dim,))
@@ -263,18 +333,24 @@ class ReferenceModel:
         if c.moe_layers[index]:
             width = c.moe_intermediate_size
             layer["router"] = take("router", (c.num_experts, hidden))
-            expert = prefix + names["expert"]
-            experts = []
-            for e in range(c.num_experts):
+            if c.expert_bias:  # LLaDA2's mlp.gate.expert_bias (float32 in the checkpoints)
+                layer["expert_bias"] = take("expert_bias", (c.num_experts,))
+
+            def swiglu_weights(module, width):
                 parts = []
                 for part, shape, group_key in (("gate", (width, hidden), "mlp_in"), ("up", (width, hidden), "mlp_in"),
                                                ("down", (hidden, width), "mlp_hidden")):
-                    weight, group = reader.take_projection(expert.format(e) + f"{part}_proj.weight", shape)
+                    weight, group = reader.take_projection(module + f"{part}_proj.weight", shape)
                     if group is not None:
                         fp8[group_key] = group
                     parts.append(weight)
-                experts.append(tuple(parts))
-            layer["experts"] = experts
+                return tuple(parts)
+
+            expert = prefix + names["expert"]
+            layer["experts"] = [swiglu_weights(expert.format(e), width) for e in range(c.num_experts)]
+            if c.num_shared_experts:  # LLaDA2: one SwiGLU of num_shared_experts experts' width
+                layer["shared"] = swiglu_weights(prefix + names["shared"],
+                                                 width * c.num_shared_experts)
         else:
             width = c.intermediate_size
             layer["mlp"] = (projection("gate", (width, hidden), "mlp_in"), projection("up", (width, hidden), "mlp_in"),
@@ -291,10 +367,12 @@ class ReferenceModel:
         q = q.reshape(tokens, c.num_heads, c.head_dim)
         k = k.reshape(tokens, c.num_kv_heads, c.head_dim)
         v = v.reshape(tokens, c.num_kv_heads, c.head_dim)
-        if c.qk_norm:  # Qwen3: per-head RMSNorm before RoPE
+        if c.qk_norm:  # Qwen3, LLaDA2: per-head RMSNorm before RoPE
             q = rms_norm(q, layer["q_norm"], c.rms_norm_eps)
             k = rms_norm(k, layer["k_norm"], c.rms_norm_eps)
-        q, k = rope(q, positions, c.rope_theta), rope(k, positions, c.rope_theta)
+        rotary = c.rotary_dim or c.head_dim  # LLaDA2: partial RoPE
+        q = partial_rope(q, positions, c.rope_theta, rotary)
+        k = partial_rope(k, positions, c.rope_theta, rotary)
         out = attention(q, k, v, allowed).reshape(tokens, -1)
         return activation_quantizer(fp8.get("o"))(out) @ layer["o"].T
 
@@ -302,10 +380,20 @@ class ReferenceModel:
         fp8 = layer["fp8"]
         quantize_in = activation_quantizer(fp8.get("mlp_in"))
         quantize_hidden = activation_quantizer(fp8.get("mlp_hidden"))
-        if "experts" in layer:
-            return moe_mlp(x, layer["router"], layer["experts"], self.config.num_experts_per_tok,
-                           self.config.norm_topk_prob, quantize_in, quantize_hidden)
-        return swiglu(x, *layer["mlp"], quantize_in, quantize_hidden)
+        c = self.config
+        if "experts" not in layer:
+            return swiglu(x, *layer["mlp"], quantize_in, quantize_hidden)
+        if c.router == "sigmoid":  # LLaDA2: group-limited top-k of the biased sigmoid scores
+            chosen, weights = group_limited_routing(
+                x @ layer["router"].T, c.num_experts_per_tok, c.n_group, c.topk_group,
+                layer.get("expert_bias"), c.routed_scaling_factor)
+            out = weighted_experts(x, chosen, weights, layer["experts"], quantize_in, quantize_hidden)
+        else:
+            out = moe_mlp(x, layer["router"], layer["experts"], c.num_experts_per_tok,
+                          c.norm_topk_prob, quantize_in, quantize_hidden)
+        if "shared" in layer:  # unweighted, on the same input
+            out = out + swiglu(x, *layer["shared"], quantize_in, quantize_hidden)
+        return out
 
     def forward(self, tokens, segments, rows=None, hidden_states=None):
         """Logits (float64) of `rows` (default: all) for the sequence `tokens` at positions

@@ -36,7 +36,7 @@ def test_sequential_trajectory_counts_global_steps_across_blocks(tiny_models):
 EIGHT_TOKEN_PROMPT = [3, 8, 13, 21, 34, 5, 6, 7]  # two full prefill blocks, no tail
 
 
-@pytest.mark.parametrize("arch", ["sdar", "sdar_moe", "llada", "fast_dllm_v2", "dream"])
+@pytest.mark.parametrize("arch", ["sdar", "sdar_moe", "llada", "fast_dllm_v2", "dream", "llada2_moe"])
 @pytest.mark.parametrize("strategy, steps", [
     ("low_confidence_static", 2), ("margin_static", 4), ("random", 3), ("entropy_bounded", 4),
     ("low_confidence_dynamic", 4), ("dynamic_factor", 4), ("dynamic_pmax", 4)])
@@ -91,7 +91,7 @@ TIGHT = {"entropy_bounded": {"eb_threshold": -1.0},
          "dynamic_factor": {"dynamic_factor": 0.0}, "dynamic_pmax": {"dynamic_threshold": 2.0}}
 
 
-@pytest.mark.parametrize("arch", ["sdar_moe", "dream"])
+@pytest.mark.parametrize("arch", ["sdar_moe", "dream", "llada2_moe"])
 @pytest.mark.parametrize("strategy", sorted(LOOSE))
 def test_dynamic_strategies_at_their_extremes(tiny_models, strategy, arch):
     model = tiny_models[arch]
@@ -248,7 +248,7 @@ def _stop_candidate(completion):
     pytest.fail("the tiny model repeats one token; no stop candidate")
 
 
-@pytest.mark.parametrize("arch", ["sdar", "llada", "fast_dllm_v2", "dream"])
+@pytest.mark.parametrize("arch", ["sdar", "llada", "fast_dllm_v2", "dream", "llada2_moe"])
 def test_stop_token_cuts_right_after_its_first_occurrence(tiny_models, arch):
     full = decode(tiny_models[arch], max_tokens=24, temperature=1.0, seed=3)
     token, index = _stop_candidate(full["completion_ids"])
@@ -291,11 +291,12 @@ def test_max_model_len_ends_when_no_further_block_fits(tiny_models):
         decode(tiny_models["sdar"], prompt=[3, 8, 13, 21, 34], max_model_len=7)
 
 
+@pytest.mark.parametrize("arch", ["sdar_moe", "llada2_moe"])
 @pytest.mark.parametrize("penalty", [1.0, 3.0])
-def test_greedy_sequential_tokens_are_the_argmax_of_the_block_logits(tiny_models, penalty):
+def test_greedy_sequential_tokens_are_the_argmax_of_the_block_logits(tiny_models, penalty, arch):
     """Teacher-forced replay of the first two blocks, one position per step, left to right;
     the penalty set is the prompt plus earlier blocks' completion, not the current block."""
-    model = tiny_models["sdar_moe"]
+    model = tiny_models[arch]
     out = decode(model, max_tokens=7, remasking_strategy="sequential", repetition_penalty=penalty)
     mask = model.config.mask_token_id
     committed, block, replayed = PROMPT[:4], [PROMPT[4], mask, mask, mask], []
@@ -351,7 +352,7 @@ def test_cli_prints_one_json_object_per_prompt(tiny_model_dirs, tmp_path):
     assert failed.returncode == 1 and "config.json" in failed.stderr
 
 
-@pytest.mark.parametrize("arch", ["sdar", "llada", "fast_dllm_v2", "dream"])
+@pytest.mark.parametrize("arch", ["sdar", "llada", "fast_dllm_v2", "dream", "llada2_moe"])
 def test_sub_blocks_commit_left_to_right_with_their_own_steps(tiny_models, arch):
     # B = 8 in sub-blocks of 2 (docs/decoding.md §2): every position of a sub-block is committed
     # before any of the next one, each sub-block within its own S = 2 steps; without sub-blocks

@@ -94,10 +94,11 @@ def test_segment_ids():
     assert segment_ids("sdar", 10, 4, 4).tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
     assert segment_ids("llada", 12, 8, 4).tolist() == [0] * 8 + [1] * 4
     assert segment_ids("llada", 7, 0, 3).tolist() == [1, 1, 1, 2, 2, 2, 3]
-    # Dream attends like LLaDA, Fast-dLLM v2 like SDAR.
+    # Dream attends like LLaDA, Fast-dLLM v2 and LLaDA2-MoE like SDAR.
     for x in ((12, 8, 4), (7, 0, 3), (13, 4, 4)):
         assert segment_ids("dream", *x).tolist() == segment_ids("llada", *x).tolist()
         assert segment_ids("fast_dllm_v2", *x).tolist() == segment_ids("sdar", *x).tolist()
+        assert segment_ids("llada2_moe", *x).tolist() == segment_ids("sdar", *x).tolist()
 
 
 def test_zero_layers_leave_embedding_norm_and_head_without_shift(tiny_model_dirs):
@@ -111,7 +112,7 @@ def test_zero_layers_leave_embedding_norm_and_head_without_shift(tiny_model_dirs
     np.testing.assert_allclose(logits, expected, rtol=1e-13)
 
 
-@pytest.mark.parametrize("arch", ["sdar", "sdar_moe", "fast_dllm_v2"])
+@pytest.mark.parametrize("arch", ["sdar", "sdar_moe", "fast_dllm_v2", "llada2_moe"])
 def test_block_causal_logits_ignore_later_blocks(tiny_models, arch):
     model = tiny_models[arch]
     sequence = [3, 8, 13, 21, 34, 5, 6, 7, 40, 41, 42, 43]
@@ -123,7 +124,7 @@ def test_block_causal_logits_ignore_later_blocks(tiny_models, arch):
                                full[:8], rtol=1e-12)
 
 
-@pytest.mark.parametrize("arch", ["sdar", "llada", "fast_dllm_v2", "dream"])
+@pytest.mark.parametrize("arch", ["sdar", "llada", "fast_dllm_v2", "dream", "llada2_moe"])
 def test_attention_is_bidirectional_inside_a_segment(tiny_models, arch):
     model = tiny_models[arch]
     sequence = [3, 8, 13, 21, 34, 5, 6, 7]
@@ -136,7 +137,7 @@ def test_llada_prefill_is_bidirectional_but_sdar_prefill_is_block_causal(tiny_mo
     prompt = [3, 8, 13, 21, 34, 5, 6, 7]
     other = prompt[:7] + [11]
     for arch, prefill_sees_later_block in (("llada", True), ("sdar", False), ("dream", True),
-                                           ("fast_dllm_v2", False)):
+                                           ("fast_dllm_v2", False), ("llada2_moe", False)):
         model = tiny_models[arch]
         rows = model.forward(prompt, segment_ids(arch, 8, 8, 4))[0]
         rows_other = model.forward(other, segment_ids(arch, 8, 8, 4))[0]
