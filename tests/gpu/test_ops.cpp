@@ -167,18 +167,21 @@ void test_qk_norm_rope(Report& report, Twins& tw, std::mt19937& rng) {
     int nh, nkv, hd;
     bool with_norm;
     bool with_bias = false;  // Qwen2's q/k/v biases
+    int rotary_dim = 0;      // LLaDA2's partial RoPE (0: all of head_dim)
   };
   // Heads of up to 128 go 48 to a block (those of 128 8 lanes a head, 4 a warp) and longer ones 16:
   // 80 heads of 128 and 24 of 256 take two blocks per token; 2 + 1 + 1 heads of 128 put q, k and v
   // in one warp; 130 (odd halves) and 512 take the one-element and the widest paths.
-  for (const Case& c :
-       {Case{{5}, 4, 2, 16, true}, Case{{3, 1, 4}, 32, 8, 128, true}, Case{{7, 2}, 3, 1, 6, true},
-        Case{{4}, 4, 4, 128, false}, Case{{2, 19}, 2, 1, 100, true}, Case{{3, 2}, 64, 8, 128, true},
-        Case{{3, 2}, 2, 1, 128, true}, Case{{2, 3}, 16, 4, 256, true}, Case{{3}, 6, 2, 130, true},
-        Case{{2}, 4, 2, 512, true}, Case{{3, 2}, 28, 4, 128, false, true}, Case{{2, 3}, 3, 1, 6, false, true}}) {
+  for (const Case& c : {Case{{5}, 4, 2, 16, true}, Case{{3, 1, 4}, 32, 8, 128, true}, Case{{7, 2}, 3, 1, 6, true},
+                        Case{{4}, 4, 4, 128, false}, Case{{2, 19}, 2, 1, 100, true}, Case{{3, 2}, 64, 8, 128, true},
+                        Case{{3, 2}, 2, 1, 128, true}, Case{{2, 3}, 16, 4, 256, true}, Case{{3}, 6, 2, 130, true},
+                        Case{{2}, 4, 2, 512, true}, Case{{3, 2}, 28, 4, 128, false, true},
+                        Case{{2, 3}, 3, 1, 6, false, true}, Case{{3, 2}, 16, 4, 128, true, false, 64},
+                        Case{{2, 1}, 3, 1, 32, true, true, 16}, Case{{4}, 2, 2, 130, false, false, 2}}) {
     const int T = std::accumulate(c.fresh.begin(), c.fresh.end(), 0), S = static_cast<int>(c.fresh.size());
     const std::string name = shape_name("qk_norm_rope T,S,nh,nkv,hd", {T, S, c.nh, c.nkv, c.hd}) +
-                             (c.with_norm ? " with q/k norm" : " without norm") + (c.with_bias ? ", bias" : "");
+                             (c.with_norm ? " with q/k norm" : " without norm") + (c.with_bias ? ", bias" : "") +
+                             (c.rotary_dim ? str(", rotary ", c.rotary_dim) : "");
     report.run(name, [&] {
       const int64_t width = int64_t{c.nh + 2 * c.nkv} * c.hd;
       Twin qkv = tw.floats({T, width}, random_bf16(rng, size_t(T) * width, -2.0f, 2.0f));
@@ -220,9 +223,9 @@ void test_qk_norm_rope(Report& report, Twins& tw, std::mt19937& rng) {
       Twin v_cache = tw.floats({num_pages, kPageSize, c.nkv, c.hd}, random_bf16(rng, cache_elems, -1.0f, 1.0f));
       auto [batch_cpu, batch_cuda] = tw.batches(layout);
       tw.cpu().qk_norm_rope(qkv.cpu, bias.cpu, q_norm.cpu, k_norm.cpu, eps, batch_cpu, theta, c.nh, c.nkv, c.hd,
-                            k_cache.cpu, v_cache.cpu, kPageSize);
+                            k_cache.cpu, v_cache.cpu, kPageSize, c.rotary_dim);
       tw.cuda().qk_norm_rope(qkv.cuda, bias.cuda, q_norm.cuda, k_norm.cuda, eps, batch_cuda, theta, c.nh, c.nkv, c.hd,
-                             k_cache.cuda, v_cache.cuda, kPageSize);
+                             k_cache.cuda, v_cache.cuda, kPageSize, c.rotary_dim);
       expect_close(report, name + " qkv", tw.cuda_values(qkv.cuda), tw.cpu_values(qkv.cpu), kRtol);
       expect_close(report, name + " k cache", tw.cuda_values(k_cache.cuda), tw.cpu_values(k_cache.cpu), kRtol);
       // v is copied as it is, unless the bias (rounded to bf16 on the GPU) is added.
@@ -341,6 +344,50 @@ void test_moe(Report& report, Twins& tw, std::mt19937& rng) {
       // expert. At most one such row per 1,024 (none below that). The CUDA op keeps the hidden
       // activations in bf16, the CPU op in fp32: hence the row's own scale (expect_rows_close).
       expect_rows_close(report, name, tw.cuda_values(out.cuda), tw.cpu_values(out.cpu), c.H, kRtol, c.T / 1024);
+    });
+  }
+  // LLaDA2's routing (sigmoid scores, an fp32 expert bias for the choice, n_group groups of which
+  // topk_group are kept, renormalised weights times 2.5) and its shared expert, at LLaDA2-mini's
+  // own layer (256 experts in 8 groups, 4 kept, top-8, width 512, a shared expert of 512) too.
+  struct Llada2Case {
+    int T, H, E, I, top_k, n_group, topk_group, S;
+  };
+  for (Llada2Case c : {Llada2Case{9, 64, 8, 32, 2, 4, 2, 32}, Llada2Case{33, 128, 32, 64, 4, 8, 4, 64},
+                       Llada2Case{1, 40, 6, 24, 3, 1, 1, 0}, Llada2Case{300, 2048, 256, 512, 8, 8, 4, 512},
+                       Llada2Case{4, 2048, 256, 512, 8, 8, 4, 512}}) {
+    const std::string name = shape_name("moe sigmoid T,H,E,I,top_k,groups,kept,shared",
+                                        {c.T, c.H, c.E, c.I, c.top_k, c.n_group, c.topk_group, c.S});
+    report.run(name, [&] {
+      Twin x = tw.floats({c.T, c.H}, random_bf16(rng, size_t(c.T) * c.H));
+      Twin router = tw.floats({c.E, c.H}, random_bf16(rng, size_t(c.E) * c.H, -0.2f, 0.2f));
+      Twin gate_up = tw.floats({c.E, 2 * c.I, c.H}, random_bf16(rng, size_t(c.E) * 2 * c.I * c.H, -0.1f, 0.1f));
+      Twin down = tw.floats({c.E, c.H, c.I}, random_bf16(rng, size_t(c.E) * c.H * c.I, -0.1f, 0.1f));
+      std::vector<float> bias(c.E);
+      std::normal_distribution<float> bias_of(0.0f, 0.1f);
+      for (float& b : bias) b = bias_of(rng);
+      Twin bias_t = tw.raw(DType::F32, {c.E}, bias.data());
+      Twin shared_gate_up, shared_down;
+      if (c.S > 0) {
+        shared_gate_up = tw.floats({2 * c.S, c.H}, random_bf16(rng, size_t(2) * c.S * c.H, -0.1f, 0.1f));
+        shared_down = tw.floats({c.H, c.S}, random_bf16(rng, size_t(c.H) * c.S, -0.1f, 0.1f));
+      }
+      MoeWeights w_cpu{router.cpu, {gate_up.cpu}, {down.cpu}, c.top_k};
+      MoeWeights w_cuda{router.cuda, {gate_up.cuda}, {down.cuda}, c.top_k};
+      for (auto [w, b, sgu, sd] : {std::tuple{&w_cpu, bias_t.cpu, shared_gate_up.cpu, shared_down.cpu},
+                                   std::tuple{&w_cuda, bias_t.cuda, shared_gate_up.cuda, shared_down.cuda}}) {
+        w->routing.score = MoeRouting::Score::Sigmoid;
+        w->routing.bias = b;
+        w->routing.n_group = c.n_group;
+        w->routing.topk_group = c.topk_group;
+        w->routing.scaling = 2.5f;
+        w->shared_gate_up.weight = sgu;
+        w->shared_down.weight = sd;
+      }
+      Twin out = tw.poisoned({c.T, c.H});
+      tw.cpu().moe(x.cpu, w_cpu, out.cpu);
+      tw.cuda().moe(x.cuda, w_cuda, out.cuda);
+      // As above: a near-tie in the biased scores may route a row differently, at most one in 256.
+      expect_rows_close(report, name, tw.cuda_values(out.cuda), tw.cpu_values(out.cpu), c.H, kRtol, c.T / 256);
     });
   }
   report.run("moe argument checks", [&] {

@@ -50,9 +50,13 @@ def _moe(config, weights, prefix, x):
     num_experts, top_k = config["num_experts"], config["num_experts_per_tok"]
     n_group, topk_group = config.get("n_group") or 1, config.get("topk_group") or 1
     tokens = x.shape[0]
-    logits = F.linear(x, weights[prefix + "gate.weight"])
+    # The gate routes in fp32 at least (router_dtype fp32), and the experts' weighted sum is taken
+    # there too, as the HF code's moe_infer does; float64 stays float64.
+    router_dtype = torch.promote_types(x.dtype, torch.float32)
+    logits = F.linear(x.to(router_dtype), weights[prefix + "gate.weight"].to(router_dtype))
     scores = torch.sigmoid(logits)
     bias = weights.get(prefix + "gate.expert_bias")
+    bias = None if bias is None else bias.to(router_dtype)
     routing = scores + bias if config.get("moe_router_enable_expert_bias", True) else scores
     grouped = routing.view(tokens, n_group, -1)
     group_scores = grouped.topk(min(2, grouped.shape[-1]), dim=-1)[0].sum(dim=-1)
@@ -64,11 +68,13 @@ def _moe(config, weights, prefix, x):
     if top_k > 1:
         topk_weight = topk_weight / (topk_weight.sum(dim=-1, keepdim=True) + 1e-20)
     topk_weight = topk_weight * config.get("routed_scaling_factor", 1.0)
-    out = torch.zeros_like(x)
+    out = torch.zeros(x.shape, dtype=router_dtype)
     for expert in range(num_experts):
         token, slot = torch.nonzero(topk_idx == expert, as_tuple=True)
         if token.numel():
-            out[token] += topk_weight[token, slot, None] * _mlp(x[token], weights, f"{prefix}experts.{expert}.")
+            expert_out = _mlp(x[token], weights, f"{prefix}experts.{expert}.").to(router_dtype)
+            out[token] += topk_weight[token, slot, None] * expert_out
+    out = out.to(x.dtype)
     if config.get("num_shared_experts"):
         out = out + _mlp(x, weights, prefix + "shared_experts.")
     return out

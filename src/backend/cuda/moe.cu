@@ -1,11 +1,12 @@
 // Mixture-of-experts FFN on the device, with no host synchronisation (so it records into CUDA
 // graphs): fp32 router logits through the matmul op; one warp per token takes the softmax and
-// the top-k (ties to the lower expert id, optional renormalisation); one CTA sorts the routes by
+// the top-k (ties to the lower expert id, optional renormalisation), or LLaDA2's biased,
+// group-limited sigmoid routing; one CTA sorts the routes by
 // expert and cuts each expert's rows into tiles; the tokens' rows are gathered into that order
 // for the copy engine; the grouped gate/up (with SwiGLU) and down GEMMs (expert_gemm.cuh) run
-// over the tiles; each token sums its experts' weighted outputs in rank order, the CPU op's
-// order. Scratch lives in a buffer of the backend that grows to the largest call; tokens are
-// taken in chunks so that it stays bounded.
+// over the tiles; a shared expert runs through the dense ops; each token sums its experts'
+// weighted outputs in rank order (the CPU op's order) and the shared expert's. Scratch lives in a buffer of the backend
+// that grows to the largest call; tokens are taken in chunks so that it stays bounded.
 #include <algorithm>
 #include <cfloat>
 
@@ -36,6 +37,96 @@ __device__ __forceinline__ int64_t warps_in_grid() { return int64_t{gridDim.x} *
 __device__ __forceinline__ float warp_max(float v) {
   for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
   return v;
+}
+
+// The routing of MoeRouting on the device.
+struct RouteParams {
+  int E, top_k;
+  bool sigmoid, renormalize;
+  const float* bias;  // [E] or null (sigmoid only)
+  int n_group, topk_group;
+  float scaling;
+};
+
+// The warp's best (key, expert) over e = lane, lane + 32, ... < E where key_of(e) is finite
+// (ties: the lower expert); E when none is.
+template <typename KeyOf>
+__device__ int warp_best(int E, KeyOf key_of, float& best) {
+  const int lane = threadIdx.x % 32;
+  best = -INFINITY;
+  int best_e = E;
+  for (int e = lane; e < E; e += 32) {
+    const float key = key_of(e);
+    if (key > best) {  // strict: the lower id wins a tie within the lane
+      best = key;
+      best_e = e;
+    }
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float other = __shfl_xor_sync(0xffffffffu, best, offset);
+    const int other_e = __shfl_xor_sync(0xffffffffu, best_e, offset);
+    if (other > best || (other == best && other_e < best_e)) {
+      best = other;
+      best_e = other_e;
+    }
+  }
+  return best_e;
+}
+
+// One warp routes one token by LLaDA2's rule (MoeRouting::Score::Sigmoid): p [E] holds the router
+// logits and is overwritten with the sigmoid scores, then with -inf at each chosen expert. The
+// bias only ranks; groups of E / n_group score the sum of their two best biased scores, and the
+// top_k come from the topk_group best groups (n_group <= 32: a lane holds a group).
+__device__ void route_token_sigmoid(float* p, const RouteParams& r, int32_t* experts, float* weights) {
+  const int lane = threadIdx.x % 32;
+  for (int e = lane; e < r.E; e += 32) p[e] = 1.0f / (1.0f + expf(-p[e]));
+  __syncwarp();
+  const auto biased = [&](int e) { return p[e] + (r.bias ? r.bias[e] : 0.0f); };
+  const int group_size = r.E / r.n_group;
+  float group_score = -INFINITY;
+  if (lane < r.n_group) {
+    float first = -INFINITY, second = -INFINITY;
+    for (int e = lane * group_size; e < (lane + 1) * group_size; ++e) {
+      const float b = biased(e);
+      if (b > first) {
+        second = first;
+        first = b;
+      } else if (b > second) {
+        second = b;
+      }
+    }
+    group_score = group_size > 1 ? first + second : first;
+  }
+  uint32_t kept = 0;  // bit g: group g holds candidates
+  for (int k = 0; k < r.topk_group; ++k) {
+    float best = 0.0f;
+    const int g = warp_best(
+        32, [&](int e) { return e == lane && !((kept >> e) & 1u) ? group_score : -INFINITY; }, best);
+    if (g < 32) kept |= 1u << g;
+  }
+  float chosen = 0.0f;
+  for (int k = 0; k < r.top_k; ++k) {
+    float best = 0.0f;
+    int best_e = warp_best(
+        r.E, [&](int e) { return (kept >> (e / group_size)) & 1u ? biased(e) : -INFINITY; }, best);
+    float score = NAN;  // only NaN logits leave nothing to choose: keep the id in range, the weight NaN
+    if (best_e == r.E) {
+      best_e = 0;
+    } else {
+      score = p[best_e];
+    }
+    chosen += score;
+    __syncwarp();
+    if (lane == 0) {
+      experts[k] = best_e;
+      weights[k] = score;
+      p[best_e] = -INFINITY;  // never chosen again
+    }
+    __syncwarp();
+  }
+  for (int k = lane; k < r.top_k; k += 32) {
+    weights[k] = (r.renormalize ? weights[k] / (chosen + 1e-20f) : weights[k]) * r.scaling;
+  }
 }
 
 // One warp routes one token: p [E] holds the router logits and is overwritten with the softmax,
@@ -89,11 +180,18 @@ __device__ void route_token(float* p, int E, int top_k, bool renormalize, int32_
   }
 }
 
-__global__ void route_kernel(float* probs, int64_t T, int E, int top_k, bool renormalize, int32_t* experts,
-                             float* weights) {
+__global__ void route_kernel(float* probs, int64_t T, RouteParams r, int32_t* experts, float* weights) {
   await_previous_kernel();
   for (int64_t t = global_warp(); t < T; t += warps_in_grid()) {
-    route_token(probs + t * E, E, top_k, renormalize, experts + t * top_k, weights + t * top_k);
+    if (r.sigmoid) {
+      route_token_sigmoid(probs + t * r.E, r, experts + t * r.top_k, weights + t * r.top_k);
+    } else {
+      route_token(probs + t * r.E, r.E, r.top_k, r.renormalize, experts + t * r.top_k, weights + t * r.top_k);
+      if (r.scaling != 1.0f) {
+        __syncwarp();
+        for (int k = threadIdx.x % 32; k < r.top_k; k += 32) weights[t * r.top_k + k] *= r.scaling;
+      }
+    }
   }
 }
 
@@ -188,15 +286,19 @@ __global__ void gather_sorted_rows_kernel(const bf16* x, const int32_t* sorted, 
   }
 }
 
-// out[t, j] = Σ_k route_out[t * top_k + k, j], in rank order.
+// out[t, j] = Σ_k route_out[t * top_k + k, j], in rank order, plus shared[t, j] (the shared
+// expert's output) when given.
 template <int kPack>
-__global__ void combine_kernel(const float* route_out, int64_t T, int top_k, int64_t H, bf16* out) {
+__global__ void combine_kernel(const float* route_out, int64_t T, int top_k, int64_t H, const bf16* shared, bf16* out) {
   await_previous_kernel();
   const int64_t packs = H / kPack;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < T * packs;
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = i / packs, j = (i % packs) * kPack;
     float sum[kPack] = {};
+    if (shared) {
+      for (int e = 0; e < kPack; ++e) sum[e] = __bfloat162float(shared[t * H + j + e]);
+    }
     for (int k = 0; k < top_k; ++k) {
       const float* src = route_out + (t * top_k + k) * H + j;
       if constexpr (kPack == 4) {
@@ -301,10 +403,11 @@ struct ChunkScratch {
   bf16* gathered;  // [routes, H] with the copy engine, else unused
   bf16* hidden;
   float* route_out;
+  bf16 *shared_gate_up, *shared_hidden, *shared_out;  // the shared expert's (S: its width; 0: none)
   size_t bytes;
 
   ChunkScratch(uintptr_t base, int64_t tokens, int64_t top_k, int64_t E, int64_t H, int64_t I, int64_t max_tiles,
-               bool tma) {
+               bool tma, int64_t S) {
     ScratchCarver c(base);
     const int64_t routes = tokens * top_k;
     probs = c.take<float>(tokens * E);
@@ -316,6 +419,9 @@ struct ChunkScratch {
     gathered = c.take<bf16>(tma ? routes * H : 0);
     hidden = c.take<bf16>(routes * I);
     route_out = c.take<float>(routes * H);
+    shared_gate_up = c.take<bf16>(tokens * 2 * S);
+    shared_hidden = c.take<bf16>(tokens * S);
+    shared_out = c.take<bf16>(S > 0 ? tokens * H : 0);
     bytes = c.used();
   }
 };
@@ -324,8 +430,9 @@ struct ChunkScratch {
 
 void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
   JET_CHECK(!w.gate_up.fp8(), "moe: the cuda backend has no FP8 expert GEMMs");
-  JET_CHECK(w.routing.score == MoeRouting::Score::Softmax && !w.shared_down.weight.data,
-            "moe: LLaDA2's sigmoid routing and shared expert are not on the cuda backend yet");
+  JET_CHECK(!w.shared_down.weight.data || !w.shared_down.fp8(), "moe: the cuda backend has no FP8 shared expert");
+  JET_CHECK(w.routing.n_group <= 32, "moe: ", w.routing.n_group,
+            " expert groups; the cuda backend routes at most 32 (a lane a group)");
   const MoeShape shape = check_moe_args(x, w, out, DType::BF16);
   const int64_t T = shape.tokens, H = shape.hidden, E = shape.experts, I = shape.inter;
   const int top_k = shape.top_k;
@@ -337,17 +444,26 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
   const int64_t max_tiles = max_tiles_for(chunk_routes, rows, E);
   // The copy engine needs 16-byte rows; odd widths take the element-wise copies.
   const bool tma = H % 8 == 0 && I % 8 == 0 && aligned_16({x.data, w.gate_up.weight.data, w.down.weight.data});
-  const ChunkScratch sizes(0, chunk_tokens, top_k, E, H, I, max_tiles, tma);
+  const int64_t S = w.shared_down.weight.data ? w.shared_down.weight.dim(1) : 0;
+  const ChunkScratch sizes(0, chunk_tokens, top_k, E, H, I, max_tiles, tma, S);
   const Tensor raw = grow_view(moe_scratch_, DType::I32, {static_cast<int64_t>(sizes.bytes / sizeof(int32_t))});
-  const ChunkScratch s(reinterpret_cast<uintptr_t>(raw.data), chunk_tokens, top_k, E, H, I, max_tiles, tma);
+  const ChunkScratch s(reinterpret_cast<uintptr_t>(raw.data), chunk_tokens, top_k, E, H, I, max_tiles, tma, S);
 
   for (int64_t t0 = 0; t0 < T; t0 += chunk_tokens) {
     const int64_t tokens = std::min(chunk_tokens, T - t0), routes = tokens * top_k;
     const Tensor x_chunk = x.rows(t0, t0 + tokens);
     Tensor probs(s.probs, DType::F32, {tokens, E});
     matmul(x_chunk, w.router, probs);
+    const RouteParams route{static_cast<int>(E),
+                            top_k,
+                            w.routing.score == MoeRouting::Score::Sigmoid,
+                            w.routing.renormalize,
+                            w.routing.bias.ptr<float>(),
+                            w.routing.n_group,
+                            w.routing.topk_group,
+                            w.routing.scaling};
     launch_kernel("route_kernel", route_kernel, blocks_for(tokens * 32, kRouteThreads), kRouteThreads, 0, stream_,
-                  s.probs, tokens, static_cast<int>(E), top_k, w.routing.renormalize, s.experts, s.weights);
+                  s.probs, tokens, route, s.experts, s.weights);
     launch_kernel("sort_routes_kernel", sort_routes_kernel, 1, kSortThreads, 0, stream_, s.experts,
                   static_cast<int>(routes), static_cast<int>(E), rows, s.sort, s.sorted, s.tiles);
 
@@ -384,13 +500,24 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     }
     launch_expert_gemm<Product::Down>(tma, rows, args, maps, tiles, stream_);
 
+    // The shared expert, through the dense ops, into its own scratch; the combine adds it.
+    const bf16* shared = nullptr;
+    if (w.shared_down.weight.data) {
+      const int64_t S = w.shared_down.weight.dim(1);
+      Tensor gate_up(s.shared_gate_up, DType::BF16, {tokens, 2 * S}), act(s.shared_hidden, DType::BF16, {tokens, S});
+      Tensor shared_out(s.shared_out, DType::BF16, {tokens, H});
+      matmul(x_chunk, w.shared_gate_up.weight, gate_up);
+      swiglu(gate_up, act);
+      matmul(act, w.shared_down.weight, shared_out);
+      shared = s.shared_out;
+    }
     bf16* out_chunk = out.ptr<bf16>() + t0 * H;
     if (H % 4 == 0 && reinterpret_cast<uintptr_t>(out_chunk) % 8 == 0) {  // 4 bf16 stored as one 8-byte word
       launch_kernel("combine_kernel", combine_kernel<4>, blocks_for(tokens * H / 4, 256), 256, 0, stream_,
-                    static_cast<const float*>(s.route_out), tokens, top_k, H, out_chunk);
+                    static_cast<const float*>(s.route_out), tokens, top_k, H, shared, out_chunk);
     } else {
       launch_kernel("combine_kernel", combine_kernel<1>, blocks_for(tokens * H, 256), 256, 0, stream_,
-                    static_cast<const float*>(s.route_out), tokens, top_k, H, out_chunk);
+                    static_cast<const float*>(s.route_out), tokens, top_k, H, shared, out_chunk);
     }
   }
 }

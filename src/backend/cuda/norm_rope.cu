@@ -243,6 +243,58 @@ __global__ void __launch_bounds__(L::kThreads, L::kMinBlocks)
   }
 }
 
+// A partial RoPE (LLaDA2: the first rotary_dim of each head's dimensions rotate, pairing i with
+// i + rotary_dim / 2; the rest pass), with the bias and norms of qk_norm_rope_kernel: a warp a
+// head, the head staged in shared memory so that a lane may read its pair from another lane.
+// Grid as qk_norm_rope_kernel's, kPartialWarps heads a block.
+constexpr int kPartialWarps = 8;
+
+__global__ void __launch_bounds__(32 * kPartialWarps)
+    partial_rope_kernel(bf16* qkv, const bf16* bias, const bf16* q_norm, const bf16* k_norm, CacheSlots cache,
+                        float eps, int nh, int nkv, int hd, int rotary_dim, RopeFrequencies freqs) {
+  __shared__ float head_of_warp[kPartialWarps][2 * kMaxRopeHalf];
+  const int seq = blockIdx.z;
+  const int64_t t = int64_t{cache.seq_starts[seq]} + blockIdx.y;
+  if (t >= cache.seq_starts[seq + 1]) return;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, heads = nh + 2 * nkv;
+  const int h = blockIdx.x * kPartialWarps + warp;
+  await_previous_kernel();
+  if (h >= heads) return;  // the whole warp
+  const int64_t width = int64_t{heads} * hd;
+  const int position = cache.positions[t];
+  const int64_t slot = paged_slot(cache.page_table, cache.max_pages, cache.page_size, seq, position);
+  const bool is_q = h < nh, is_v = h >= nh + nkv;
+  const bf16* src = qkv + t * width + int64_t{h} * hd;
+  float* x = head_of_warp[warp];
+  float sum_squares = 0.0f;
+  for (int i = lane; i < hd; i += 32) {
+    float v = __bfloat162float(src[i]);
+    if (bias) v = __bfloat162float(__float2bfloat16(v + __bfloat162float(bias[int64_t{h} * hd + i])));
+    x[i] = v;
+    sum_squares += v * v;
+  }
+  sum_squares = warp_sum(sum_squares);
+  const bf16* norm = is_q ? q_norm : (is_v ? nullptr : k_norm);
+  const float scale = norm ? 1.0f / sqrtf(sum_squares / static_cast<float>(hd) + eps) : 1.0f;
+  if (norm) {
+    for (int i = lane; i < hd; i += 32) x[i] *= scale * __bfloat162float(norm[i]);
+  }
+  __syncwarp();
+  bf16* dst = is_q ? qkv + t * width + int64_t{h} * hd
+                   : (is_v ? cache.v_cache : cache.k_cache) + (slot * nkv + (h - nh) % nkv) * hd;
+  const int half = rotary_dim / 2;
+  for (int i = lane; i < hd; i += 32) {
+    float v = x[i];
+    if (!is_v && i < rotary_dim) {
+      const int j = i < half ? i : i - half;
+      float sin_a, cos_a;
+      sincosf(static_cast<float>(position) * freqs.inv_freq[j], &sin_a, &cos_a);
+      v = i < half ? x[i] * cos_a - x[i + half] * sin_a : x[i] * cos_a + x[i - half] * sin_a;
+    }
+    dst[i] = __float2bfloat16(v);
+  }
+}
+
 }  // namespace
 
 void CudaBackend::rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
@@ -274,15 +326,16 @@ void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& bias, const Tensor& q_
       check_qk_norm_rope_args(qkv, bias, q_norm, k_norm, batch, nh, nkv, hd, k_cache, v_cache, page_size, DType::BF16);
   JET_CHECK(hd / 2 <= kMaxRopeHalf, "qk_norm_rope: head_dim ", hd, " exceeds the CUDA backend's limit of ",
             2 * kMaxRopeHalf);
-  JET_CHECK(rotary_dim == 0 || rotary_dim == hd, "qk_norm_rope: a partial RoPE (", rotary_dim, " of ", hd,
-            " dimensions) is not on the CUDA backend yet (the cpu backend has it)");
+  const int rot = rotary_dim == 0 ? hd : rotary_dim;
+  JET_CHECK(rot >= 2 && rot <= hd && rot % 2 == 0, "qk_norm_rope: rotary_dim ", rotary_dim,
+            " must be even and in [2, head_dim = ", hd, "] (or 0: all of it)");
   if (shape.tokens == 0) return;
   const BatchLayout& layout = batch.host;
   const int max_new = shape.longest_new;
   JET_CHECK(max_new <= 65535, "qk_norm_rope: ", max_new, " new tokens in one sequence exceed the grid's limit");
 
   RopeFrequencies freqs{};
-  for (int i = 0; i < hd / 2; ++i) freqs.inv_freq[i] = 1.0f / std::pow(rope_theta, static_cast<float>(2 * i) / hd);
+  for (int i = 0; i < rot / 2; ++i) freqs.inv_freq[i] = 1.0f / std::pow(rope_theta, static_cast<float>(2 * i) / rot);
   const CacheSlots cache{k_cache.ptr<bf16>(),
                          v_cache.ptr<bf16>(),
                          batch.positions.ptr<int32_t>(),
@@ -302,6 +355,13 @@ void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& bias, const Tensor& q_
     launch_kernel("qk_norm_rope_kernel", qk_norm_rope_kernel<L>, grid, L::kThreads, 0, stream_, qkv.ptr<bf16>(),
                   bias.ptr<bf16>(), q_norm.ptr<bf16>(), k_norm.ptr<bf16>(), cache, eps, nh, nkv, hd, freqs);
   };
+  if (rot < hd) {
+    const dim3 grid(static_cast<unsigned>((nh + 2 * nkv + kPartialWarps - 1) / kPartialWarps),
+                    static_cast<unsigned>(max_new), static_cast<unsigned>(layout.num_seqs));
+    launch_kernel("partial_rope_kernel", partial_rope_kernel, grid, 32 * kPartialWarps, 0, stream_, qkv.ptr<bf16>(),
+                  bias.ptr<bf16>(), q_norm.ptr<bf16>(), k_norm.ptr<bf16>(), cache, eps, nh, nkv, hd, rot, freqs);
+    return;
+  }
   if (wide) return launch(WideRope{});
   if (pairs) return short_heads ? launch(PairRope{}) : launch(LongPairRope{});
   short_heads ? launch(SingleRope{}) : launch(LongSingleRope{});
