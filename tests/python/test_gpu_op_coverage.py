@@ -1,7 +1,8 @@
 """Every op the CUDA backend implements has a parity test against the CPU backend in tests/gpu
 (which CTest runs under the label `gpu` on a machine with a GPU): each op the CudaBackend
 overrides (src/backend/cuda/cuda_backend.h) is called in a tests/gpu source. Memory and
-bookkeeping members (alloc, alloc_host, upload, ..., copy_on_device and check_device_memory, which
+bookkeeping members (alloc, alloc_host, upload, ..., the supports_* capabilities, copy_on_device and
+check_device_memory, which
 tests/gpu/weights_from_device.py drives, run_recorded, whose CUDA graphs engine_parity.py
 checks against eager launches, use_on_this_thread, which every Engine entry point calls) are not
 ops."""
@@ -11,7 +12,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 NOT_OPS = {"name", "compute_dtype", "alloc", "alloc_host", "copy_on_device", "check_device_memory", "upload",
-           "download", "synchronize", "default_kv_budget_bytes", "supports_fp8", "run_recorded", "use_on_this_thread"}
+           "download", "synchronize", "default_kv_budget_bytes", "supports_fp8", "supports_llada2_layers", "run_recorded",
+           "use_on_this_thread"}
 
 
 def cuda_ops():
