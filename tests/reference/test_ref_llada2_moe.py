@@ -5,7 +5,6 @@ dense first layers, the shared expert and the expert bias in the loaded tiny mod
 import dataclasses
 import json
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +14,7 @@ import config_np
 import fp8_np
 import model_np
 import safetensors_np
+from model_dirs import edit_config
 from model_np import ReferenceModel, group_limited_routing, partial_rope, segment_ids
 
 ARCH = "llada2_moe"
@@ -24,17 +24,6 @@ TOKENS = [3, 8, 13, 21, 34, 5, 6, 7, 40, 41, 42, 43]
 def _json(folder, name):
     with open(f"{folder}/{name}", encoding="utf-8") as handle:
         return json.load(handle)
-
-
-def _edit_config(source, folder, edit, keep_generation_config=True):
-    """A copy of the model folder `source` whose config.json is edit(config) (in place)."""
-    shutil.copytree(source, folder)
-    config = json.loads((folder / "config.json").read_text())
-    edit(config)
-    (folder / "config.json").write_text(json.dumps(config))
-    if not keep_generation_config:
-        (folder / "generation_config.json").unlink()
-    return str(folder)
 
 
 def _stored_dtypes(folder):
@@ -62,9 +51,9 @@ def test_detected_by_model_type_or_architectures(tiny_model_dirs, tmp_path):
     assert raw["model_type"] == "llada2_moe" and raw["architectures"] == ["LLaDA2MoeModelLM"]
     config = config_np.load_config(folder)
     assert config.family == ARCH
-    by_architecture = _edit_config(folder, tmp_path / "arch", lambda c: c.pop("model_type"))
+    by_architecture = edit_config(folder, tmp_path / "arch", lambda c: c.pop("model_type"))
     assert config_np.load_config(by_architecture) == config
-    by_model_type = _edit_config(folder, tmp_path / "type",
+    by_model_type = edit_config(folder, tmp_path / "type",
                                  lambda c: c.update(architectures=["SomethingElse"]))
     assert config_np.load_config(by_model_type) == config
 
@@ -99,13 +88,13 @@ def test_defaults_of_absent_keys(tiny_model_dirs, tmp_path):
         for key in absent:
             config.pop(key)
         config["num_shared_experts"] = None
-    bare = config_np.load_config(_edit_config(tiny_model_dirs[ARCH], tmp_path / "bare", strip, False))
+    bare = config_np.load_config(edit_config(tiny_model_dirs[ARCH], tmp_path / "bare", strip, False))
     assert (bare.num_kv_heads, bare.head_dim, bare.rotary_dim) == (4, 16, 16)  # heads, hidden / heads
     assert bare.tie_word_embeddings is False and bare.moe_layers == (True, True)
     assert (bare.n_group, bare.topk_group, bare.routed_scaling_factor) == (1, 1, 1.0)
     assert bare.qk_norm and bare.expert_bias and bare.num_shared_experts == 0
     assert (bare.block_size, bare.mask_token_id, bare.eos_token_ids) == (32, 156895, (156892,))
-    zero_shared = _edit_config(tiny_model_dirs[ARCH], tmp_path / "zero",
+    zero_shared = edit_config(tiny_model_dirs[ARCH], tmp_path / "zero",
                                lambda c: c.update(num_shared_experts=0, num_key_value_heads=None))
     zero = config_np.load_config(zero_shared)
     assert zero.num_shared_experts == 0 and zero.num_kv_heads == 4
@@ -124,7 +113,7 @@ def test_defaults_of_absent_keys(tiny_model_dirs, tmp_path):
     ("rotary_dim", 8),              # head_dim 32 * 0.5 = 16
 ])
 def test_unsupported_keys_are_refused_by_name(tiny_model_dirs, tmp_path, key, value):
-    folder = _edit_config(tiny_model_dirs[ARCH], tmp_path / "bad", lambda c: c.update({key: value}))
+    folder = edit_config(tiny_model_dirs[ARCH], tmp_path / "bad", lambda c: c.update({key: value}))
     with pytest.raises(ValueError, match=key):
         config_np.load_config(folder)
 
@@ -135,17 +124,17 @@ def test_unsupported_keys_are_refused_by_name(tiny_model_dirs, tmp_path, key, va
     ("rope_scaling", {"type": "default"}), ("rotary_dim", 16), ("hidden_act", "silu"),
     ("using_split_qkv_in_self_attention", False)])
 def test_supported_values_are_accepted(tiny_model_dirs, tmp_path, key, value):
-    folder = _edit_config(tiny_model_dirs[ARCH], tmp_path / "ok", lambda c: c.update({key: value}))
+    folder = edit_config(tiny_model_dirs[ARCH], tmp_path / "ok", lambda c: c.update({key: value}))
     assert config_np.load_config(folder) == config_np.load_config(tiny_model_dirs[ARCH])
 
 
 def test_missing_required_key_is_named(tiny_model_dirs, tmp_path):
     for key in ("num_experts", "moe_intermediate_size", "intermediate_size"):
-        folder = _edit_config(tiny_model_dirs[ARCH], tmp_path / key, lambda c: c.pop(key))
+        folder = edit_config(tiny_model_dirs[ARCH], tmp_path / key, lambda c: c.pop(key))
         with pytest.raises(ValueError, match=f"missing key '{key}'"):
             config_np.load_config(folder)
     # Without a dense layer the dense width is not needed.
-    all_moe = _edit_config(tiny_model_dirs[ARCH], tmp_path / "all_moe",
+    all_moe = edit_config(tiny_model_dirs[ARCH], tmp_path / "all_moe",
                            lambda c: [c.pop("intermediate_size"), c.update(first_k_dense_replace=0)])
     assert config_np.load_config(all_moe).moe_layers == (True, True)
 
@@ -333,11 +322,11 @@ def test_dense_first_layer_by_hand(tiny_model_dirs, tiny_models):
 
 
 def test_first_k_dense_replace_decides_which_tensors_are_read(tiny_model_dirs, tmp_path):
-    none_dense = _edit_config(tiny_model_dirs[ARCH], tmp_path / "none",
+    none_dense = edit_config(tiny_model_dirs[ARCH], tmp_path / "none",
                               lambda c: c.update(first_k_dense_replace=0))
     with pytest.raises(ValueError, match="model.layers.0.mlp.gate.weight is missing"):
         ReferenceModel.from_dir(none_dense)
-    all_dense = _edit_config(tiny_model_dirs[ARCH], tmp_path / "all",
+    all_dense = edit_config(tiny_model_dirs[ARCH], tmp_path / "all",
                              lambda c: c.update(first_k_dense_replace=2))
     with pytest.raises(ValueError, match="model.layers.1.mlp.gate_proj.weight is missing"):
         ReferenceModel.from_dir(all_dense)
@@ -377,7 +366,7 @@ def test_without_shared_experts_or_expert_bias_those_tensors_are_not_read(tiny_m
 
 
 def test_without_qk_norm_the_norm_tensors_are_not_read(tiny_model_dirs, tmp_path):
-    folder = _edit_config(tiny_model_dirs[ARCH], tmp_path / "no_qk", lambda c: c.update(use_qk_norm=False))
+    folder = edit_config(tiny_model_dirs[ARCH], tmp_path / "no_qk", lambda c: c.update(use_qk_norm=False))
     config = config_np.load_config(folder)
     assert not config.qk_norm
     tensors = {k: v for k, v in safetensors_np.load_checkpoint(folder).items()

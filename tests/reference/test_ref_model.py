@@ -10,6 +10,7 @@ import pytest
 
 import config_np
 import model_np
+from model_dirs import edit_config
 from model_np import ReferenceModel, block_logits, head_logits, segment_ids, shifted_block_logits
 
 
@@ -164,21 +165,14 @@ def test_config_reads_eos_from_generation_config_then_config(tiny_model_dirs, tm
 
 
 def test_moe_layer_rule_follows_sparse_step_and_mlp_only_layers(tiny_model_dirs, tmp_path):
-    folder = tmp_path / "moe"
-    shutil.copytree(tiny_model_dirs["sdar_moe"], folder)
-    config = json.loads((folder / "config.json").read_text())
-    config.update({"num_hidden_layers": 4, "decoder_sparse_step": 2, "mlp_only_layers": [3]})
-    (folder / "config.json").write_text(json.dumps(config))
-    assert config_np.load_config(str(folder)).moe_layers == (False, True, False, False)
+    folder = edit_config(tiny_model_dirs["sdar_moe"], tmp_path / "moe",
+                         lambda c: c.update({"num_hidden_layers": 4, "decoder_sparse_step": 2, "mlp_only_layers": [3]}))
+    assert config_np.load_config(folder).moe_layers == (False, True, False, False)
 
 
 def test_missing_mask_token_id_falls_back_to_family_default(tiny_model_dirs, tmp_path):
-    folder = tmp_path / "no_mask"
-    shutil.copytree(tiny_model_dirs["llada"], folder)
-    config = json.loads((folder / "config.json").read_text())
-    del config["mask_token_id"]
-    (folder / "config.json").write_text(json.dumps(config))
-    assert config_np.load_config(str(folder)).mask_token_id == 126336
+    folder = edit_config(tiny_model_dirs["llada"], tmp_path / "no_mask", lambda c: c.pop("mask_token_id"))
+    assert config_np.load_config(folder).mask_token_id == 126336
 
 
 def test_tied_embeddings_fall_back_to_the_embedding(tiny_model_dirs, tiny_models):
@@ -211,17 +205,6 @@ def test_bad_inputs_name_the_problem(tiny_model_dirs, tiny_models, tmp_path):
 
 # --- Fast-dLLM v2 and Dream: Qwen2 config keys, q/k/v biases, shifted logits -------------------
 
-def _edit_config(source, folder, edit, keep_generation_config=True):
-    """A copy of the model folder `source` whose config.json is edit(config) (in place)."""
-    shutil.copytree(source, folder)
-    config = json.loads((folder / "config.json").read_text())
-    edit(config)
-    (folder / "config.json").write_text(json.dumps(config))
-    if not keep_generation_config:
-        (folder / "generation_config.json").unlink()
-    return str(folder)
-
-
 @pytest.mark.parametrize("arch, model_type, architecture", [
     ("fast_dllm_v2", "Fast_dLLM_Qwen", "Fast_dLLM_QwenForCausalLM"),
     ("dream", "Dream", "DreamModel")])
@@ -232,10 +215,10 @@ def test_qwen2_families_are_detected_by_model_type_or_architectures(tiny_model_d
     config = config_np.load_config(tiny_model_dirs[arch])
     assert config.family == arch and config.qkv_bias and config.shifted_logits
     assert not config.qk_norm and config.moe_layers == (False, False)
-    by_architecture = _edit_config(tiny_model_dirs[arch], tmp_path / "arch",
+    by_architecture = edit_config(tiny_model_dirs[arch], tmp_path / "arch",
                                    lambda c: c.pop("model_type"))
     assert config_np.load_config(by_architecture) == config
-    by_model_type = _edit_config(tiny_model_dirs[arch], tmp_path / "type",
+    by_model_type = edit_config(tiny_model_dirs[arch], tmp_path / "type",
                                  lambda c: c.update(architectures=["SomethingElse"]))
     assert config_np.load_config(by_model_type) == config
 
@@ -253,31 +236,31 @@ def test_qwen2_config_keys_and_their_defaults(tiny_model_dirs, tmp_path):
         for key in ("bd_size", "mask_token_id", "tie_word_embeddings", "eos_token_id"):
             c.pop(key)
         c["num_key_value_heads"] = None
-    bare = config_np.load_config(_edit_config(folder, tmp_path / "bare", strip, False))
+    bare = config_np.load_config(edit_config(folder, tmp_path / "bare", strip, False))
     assert (bare.block_size, bare.mask_token_id, bare.num_kv_heads) == (32, 151665, 4)
     assert bare.eos_token_ids == (151645, 151643) and bare.tie_word_embeddings is False
-    no_kv_key = _edit_config(folder, tmp_path / "no_kv", lambda c: c.pop("num_key_value_heads"))
+    no_kv_key = edit_config(folder, tmp_path / "no_kv", lambda c: c.pop("num_key_value_heads"))
     assert config_np.load_config(no_kv_key).num_kv_heads == 4
     # Fast-dLLM v2 reads head_dim where given (transformers' Qwen2 does), Dream refuses another.
-    wide = _edit_config(folder, tmp_path / "wide", lambda c: c.update(head_dim=32))
+    wide = edit_config(folder, tmp_path / "wide", lambda c: c.update(head_dim=32))
     assert config_np.load_config(wide).head_dim == 32
     dream_folder = tiny_model_dirs["dream"]
     dream = config_np.load_config(dream_folder)
     assert dream.block_size == 32
     assert dream.mask_token_id == _json(dream_folder, "config.json")["mask_token_id"]
     assert dream.eos_token_ids == (_json(dream_folder, "generation_config.json")["eos_token_id"],)
-    bare_dream = config_np.load_config(_edit_config(
+    bare_dream = config_np.load_config(edit_config(
         dream_folder, tmp_path / "bare_dream",
         lambda c: [c.pop(k) for k in ("mask_token_id", "eos_token_id")], False))
     assert (bare_dream.mask_token_id, bare_dream.eos_token_ids) == (151666, (151643,))
-    same_head_dim = _edit_config(dream_folder, tmp_path / "same", lambda c: c.update(head_dim=16))
+    same_head_dim = edit_config(dream_folder, tmp_path / "same", lambda c: c.update(head_dim=16))
     assert config_np.load_config(same_head_dim).head_dim == 16
     with pytest.raises(ValueError, match="head_dim 32 differs"):
-        config_np.load_config(_edit_config(dream_folder, tmp_path / "d32",
+        config_np.load_config(edit_config(dream_folder, tmp_path / "d32",
                                            lambda c: c.update(head_dim=32)))
     # Dream's code has q/k/v biases whatever attention_bias says.
     for value in (False, True):
-        flagged = _edit_config(dream_folder, tmp_path / f"bias_{value}",
+        flagged = edit_config(dream_folder, tmp_path / f"bias_{value}",
                                lambda c: c.update(attention_bias=value))
         assert config_np.load_config(flagged).qkv_bias
         ReferenceModel.from_dir(flagged)
@@ -285,7 +268,7 @@ def test_qwen2_config_keys_and_their_defaults(tiny_model_dirs, tmp_path):
     for index, (key, value) in enumerate((("rope_scaling", {"rope_type": "default"}),
                                           ("rope_scaling", {"type": "default"}),
                                           ("use_sliding_window", False))):
-        accepted = _edit_config(folder, tmp_path / f"ok_{index}", lambda c: c.update({key: value}))
+        accepted = edit_config(folder, tmp_path / f"ok_{index}", lambda c: c.update({key: value}))
         assert config_np.load_config(accepted) == config
 
 
@@ -295,7 +278,7 @@ def test_qwen2_config_keys_and_their_defaults(tiny_model_dirs, tmp_path):
                                         ("rope_scaling", {"type": "linear", "factor": 2.0}),
                                         ("hidden_act", "gelu")])
 def test_qwen2_unsupported_keys_are_refused_by_name(tiny_model_dirs, tmp_path, arch, key, value):
-    folder = _edit_config(tiny_model_dirs[arch], tmp_path / "bad", lambda c: c.update({key: value}))
+    folder = edit_config(tiny_model_dirs[arch], tmp_path / "bad", lambda c: c.update({key: value}))
     with pytest.raises(ValueError, match=key):
         config_np.load_config(folder)
 
