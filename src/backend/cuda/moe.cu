@@ -130,54 +130,40 @@ __device__ void route_token_sigmoid(float* p, const RouteParams& r, int32_t* exp
 }
 
 // One warp routes one token: p [E] holds the router logits and is overwritten with the softmax,
-// then with -1 at each chosen expert; experts/weights [top_k] receive the choices in rank order.
-__device__ void route_token(float* p, int E, int top_k, bool renormalize, int32_t* experts, float* weights) {
+// then with -inf at each chosen expert; experts/weights [top_k] receive the choices in rank order.
+__device__ void route_token(float* p, const RouteParams& r, int32_t* experts, float* weights) {
   const int lane = threadIdx.x % 32;
   float max_logit = -FLT_MAX;
-  for (int e = lane; e < E; e += 32) max_logit = fmaxf(max_logit, p[e]);
+  for (int e = lane; e < r.E; e += 32) max_logit = fmaxf(max_logit, p[e]);
   max_logit = warp_max(max_logit);
   float sum = 0.0f;
-  for (int e = lane; e < E; e += 32) {
+  for (int e = lane; e < r.E; e += 32) {
     p[e] = expf(p[e] - max_logit);
     sum += p[e];
   }
   sum = warp_sum(sum);
-  for (int e = lane; e < E; e += 32) p[e] /= sum;
+  for (int e = lane; e < r.E; e += 32) p[e] /= sum;
   __syncwarp();
 
   float chosen = 0.0f;
-  for (int k = 0; k < top_k; ++k) {
-    float best = -1.0f;
-    int best_e = E;
-    for (int e = lane; e < E; e += 32) {
-      if (p[e] > best) {  // strict: the lower id wins a tie within the lane
-        best = p[e];
-        best_e = e;
-      }
-    }
-    for (int offset = 16; offset > 0; offset /= 2) {
-      const float other = __shfl_xor_sync(0xffffffffu, best, offset);
-      const int other_e = __shfl_xor_sync(0xffffffffu, best_e, offset);
-      if (other > best || (other == best && other_e < best_e)) {
-        best = other;
-        best_e = other_e;
-      }
-    }
-    if (best_e == E) {  // only NaN logits leave nothing to choose: keep the id in range, the weight NaN
+  for (int k = 0; k < r.top_k; ++k) {
+    float best = 0.0f;
+    int best_e = warp_best(
+        r.E, [&](int e) { return p[e]; }, best);
+    if (best_e == r.E) {  // only NaN logits leave nothing to choose: keep the id in range, the weight NaN
       best_e = 0;
       best = NAN;
     }
     chosen += best;
+    __syncwarp();
     if (lane == 0) {
       experts[k] = best_e;
       weights[k] = best;
-      p[best_e] = -1.0f;  // below every probability: never chosen again
+      p[best_e] = -INFINITY;  // never chosen again
     }
     __syncwarp();
   }
-  if (renormalize) {
-    for (int k = lane; k < top_k; k += 32) weights[k] /= chosen;
-  }
+  for (int k = lane; k < r.top_k; k += 32) weights[k] = (r.renormalize ? weights[k] / chosen : weights[k]) * r.scaling;
 }
 
 __global__ void route_kernel(float* probs, int64_t T, RouteParams r, int32_t* experts, float* weights) {
@@ -186,11 +172,7 @@ __global__ void route_kernel(float* probs, int64_t T, RouteParams r, int32_t* ex
     if (r.sigmoid) {
       route_token_sigmoid(probs + t * r.E, r, experts + t * r.top_k, weights + t * r.top_k);
     } else {
-      route_token(probs + t * r.E, r.E, r.top_k, r.renormalize, experts + t * r.top_k, weights + t * r.top_k);
-      if (r.scaling != 1.0f) {
-        __syncwarp();
-        for (int k = threadIdx.x % 32; k < r.top_k; k += 32) weights[t * r.top_k + k] *= r.scaling;
-      }
+      route_token(probs + t * r.E, r, experts + t * r.top_k, weights + t * r.top_k);
     }
   }
 }
