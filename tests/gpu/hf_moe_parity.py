@@ -23,9 +23,7 @@ bf16 transformers is, less two standard errors of that share (sqrt(p (1 - p) / n
 Prints PASS/FAIL lines and the token agreement; exits non-zero on any FAIL.
 """
 
-import json
 import math
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -33,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import hf_checkpoint  # noqa: E402
 import torch_parity  # noqa: E402
 
 MODEL_FLAGS = ["--arch", "sdar_moe", "--vocab", "small", "--seed", "7", "--layers", "4", "--hidden", "512",
@@ -43,23 +42,8 @@ BARS = {"cuda": (TOL, None), "cpu": (1e-3, 0.99)}  # cuda's share: set by bf16 t
 
 
 def load_hf_reference(model_dir, tmp, dtype_name):
-    """transformers' Qwen3-MoE over the checkpoint on the GPU, in float32 or bfloat16 (imported
-    here: torch is optional for the rest of the script)."""
-    import torch
-    import transformers
-
-    torch.set_float32_matmul_precision("highest")
-    hf_dir = Path(tmp) / "qwen3-moe"
-    hf_dir.mkdir(exist_ok=True)
-    config = json.loads((Path(model_dir) / "config.json").read_text())
-    config.pop("auto_map", None)
-    config.update({"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"]})
-    (hf_dir / "config.json").write_text(json.dumps(config))
-    for f in Path(model_dir).glob("*.safetensors*"):
-        shutil.copy(f, hf_dir / f.name)
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=getattr(torch, dtype_name),
-                                                              attn_implementation="eager")
-    return model.to("cuda").eval()
+    """transformers' Qwen3-MoE over the checkpoint on the GPU, in float32 or bfloat16."""
+    return hf_checkpoint.load_as(model_dir, tmp, dtype_name, "qwen3_moe", "Qwen3MoeForCausalLM")
 
 
 def block_causal_additive_mask(length, block):

@@ -29,7 +29,6 @@ Prints PASS/FAIL/INFO lines; exits non-zero on any FAIL.
 
 import json
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,10 +36,15 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import hf_checkpoint  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 SIZES = ["--vocab", "small", "--layers", "4", "--hidden", "1024", "--heads", "16", "--kv-heads", "4",
          "--intermediate", "2816", "--dtype", "bf16"]
 FAMILIES = {"fast_dllm_v2": ["--block-size", "4"], "dream": []}
+# Keys of the engine families that transformers' Qwen2Config does not know.
+QWEN2_DROPS = ("bd_size", "mask_token_id")
 CPU_BAR = 1e-4
 BF16_FACTOR, BF16_SLACK = 1.5, 1e-3
 NUM_PROMPTS, MAX_TOKENS, BLOCK = 32, 24, 4
@@ -62,25 +66,6 @@ def probe(build, model_dir, device, requests):
     done = subprocess.run([str(Path(build) / "tests" / "forward_probe"), "--model", str(model_dir), "--device",
                            device], input=lines, capture_output=True, text=True, check=True)
     return [np.array(json.loads(line)["logits"]) for line in done.stdout.splitlines()]
-
-
-def load_qwen2(model_dir, tmp, dtype_name):
-    import torch
-    import transformers
-
-    torch.set_float32_matmul_precision("highest")
-    hf_dir = Path(tmp) / f"qwen2-{Path(model_dir).name}"
-    hf_dir.mkdir(exist_ok=True)
-    config = json.loads((Path(model_dir) / "config.json").read_text())
-    for key in ("auto_map", "bd_size", "mask_token_id"):
-        config.pop(key, None)
-    config.update({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]})
-    (hf_dir / "config.json").write_text(json.dumps(config))
-    for f in Path(model_dir).glob("*.safetensors*"):
-        shutil.copy(f, hf_dir / f.name)
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(hf_dir), dtype=getattr(torch, dtype_name),
-                                                              attn_implementation="eager")
-    return model.to("cuda").eval()
 
 
 def hf_block_logits(model, family, req):
@@ -112,7 +97,8 @@ def teacher_forced(build, family, model_dir, tmp):
     config = json.loads((model_dir / "config.json").read_text())
     rng = random.Random(3)
     requests = requests_for(config["vocab_size"], config["mask_token_id"], rng)
-    fp32, bf16 = load_qwen2(model_dir, tmp, "float32"), load_qwen2(model_dir, tmp, "bfloat16")
+    fp32, bf16 = (hf_checkpoint.load_as(model_dir, tmp, dtype, "qwen2", "Qwen2ForCausalLM", drop=QWEN2_DROPS)
+                  for dtype in ("float32", "bfloat16"))
     cuda, cpu = probe(build, model_dir, "cuda", requests), probe(build, model_dir, "cpu", requests)
     ok = True
     for req, got_cuda, got_cpu in zip(requests, cuda, cpu):
@@ -139,19 +125,21 @@ def generate(cli, model_dir, prompts, device, extra=()):
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
-def decode(build, family, model_dir):
+def decode(build, model_dir, label, seed):
+    """GPU vs CPU greedy decodes of NUM_PROMPTS random prompts (reported) and CUDA graphs vs eager
+    (must be identical); PASS/FAIL/INFO lines start with `label`."""
     cli = str(Path(build) / "apps" / "cli" / "jetengine")
-    rng = random.Random(5)
+    rng = random.Random(seed)
     prompts = [[rng.randrange(3, 200) for _ in range(rng.randrange(1, 41))] for _ in range(NUM_PROMPTS)]
     gpu, cpu = generate(cli, model_dir, prompts, "cuda"), generate(cli, model_dir, prompts, "cpu")
     eager = generate(cli, model_dir, prompts, "cuda", ["--enforce-eager"])
     same = sum(a == b for g, c in zip(gpu, cpu) for a, b in zip(g["completion_ids"], c["completion_ids"]))
     total = sum(len(g["completion_ids"]) for g in gpu)
     identical = sum(g == c for g, c in zip(gpu, cpu))
-    print(f"INFO hf_qwen2_parity {family} GPU vs CPU greedy decode: {same}/{total} completion tokens equal, "
+    print(f"INFO {label} GPU vs CPU greedy decode: {same}/{total} completion tokens equal, "
           f"{identical}/{NUM_PROMPTS} prompts identical")
     graphs_ok = gpu == eager
-    print(f"{'PASS' if graphs_ok else 'FAIL'} hf_qwen2_parity {family} CUDA graphs vs --enforce-eager: "
+    print(f"{'PASS' if graphs_ok else 'FAIL'} {label} CUDA graphs vs --enforce-eager: "
           f"{sum(g == e for g, e in zip(gpu, eager))}/{NUM_PROMPTS} outputs identical in every field")
     return graphs_ok
 
@@ -167,7 +155,7 @@ def main():
             subprocess.run([sys.executable, str(REPO / "tools" / "make_tiny_model.py"), "--arch", family, "--seed", "9",
                             "--out", str(model_dir), *SIZES, *flags], check=True)
             ok &= teacher_forced(build, family, model_dir, tmp)
-            ok &= decode(build, family, model_dir)
+            ok &= decode(build, model_dir, f"hf_qwen2_parity {family}", seed=5)
     return 0 if ok else 1
 
 

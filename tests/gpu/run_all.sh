@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every GPU check in one call: tests/gpu/run.sh (build + the C++ GPU tests), the CLI build, then
 # tests/gpu/engine_parity.py (GPU vs CPU decode), tests/gpu/torch_parity.py (engine vs the PyTorch
-# reference), tests/gpu/hf_moe_parity.py (SDAR-MoE vs transformers' Qwen3-MoE) and
+# reference), tests/gpu/hf_moe_parity.py (SDAR-MoE vs transformers' Qwen3-MoE),
+# tests/gpu/hf_qwen2_parity.py (Fast-dLLM v2 and Dream vs transformers' Qwen2) and
 # bench/torch_eager.py (the PyTorch eager baseline of Mode 1).
 #
 #   tests/gpu/run_all.sh [BUILD_DIR]      (default BUILD_DIR: build-gpu under the repository root)
@@ -9,8 +10,8 @@
 # Every step runs even when an earlier one failed, so that one call reports everything. Logs go to
 # $OUT when it is set, else to BUILD_DIR/gpu-logs: run.sh's own (build.log, tests.log, summary.txt),
 # one <step>.log per step, and run_all.txt, the final table (also printed). Exits non-zero when any
-# step fails. The Python steps need torch (torch_parity, hf_moe_parity, torch_eager), transformers
-# (hf_moe_parity), numpy and safetensors.
+# step fails. The Python steps need torch (torch_parity, hf_moe_parity, hf_qwen2_parity,
+# torch_eager), transformers (hf_moe_parity, hf_qwen2_parity), numpy and safetensors.
 #   PYTHON=...            the interpreter of the Python steps (default python3)
 #   JET_GPU_DEPS=DIR      as for tests/gpu/run.sh
 #   JET_GPU_SKIP_BUILD=1  as for tests/gpu/run.sh; also skips the CLI build
@@ -38,10 +39,11 @@ step() {
 }
 
 step gpu_tests tests/gpu/run.sh "$build"
-[[ ${JET_GPU_SKIP_BUILD:-0} == 1 ]] || step cli_build ninja -C "$build" -j16 jetengine_cli
+[[ ${JET_GPU_SKIP_BUILD:-0} == 1 ]] || step cli_build ninja -C "$build" -j16 jetengine_cli forward_probe
 step engine_parity "$python" tests/gpu/engine_parity.py "$build"
 step torch_parity "$python" tests/gpu/torch_parity.py "$build"
 step hf_moe_parity "$python" tests/gpu/hf_moe_parity.py "$build"
+step hf_qwen2_parity "$python" tests/gpu/hf_qwen2_parity.py "$build"
 step torch_eager "$python" bench/torch_eager.py
 
 {
