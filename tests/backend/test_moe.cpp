@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "fp8_test_util.h"
@@ -77,7 +78,9 @@ MoeHost random_moe(std::mt19937& rng, int T, int H, int E, int I, int top_k, boo
   return m;
 }
 
-std::vector<float> run_moe(Backend& be, const MoeHost& m) {
+// The op's output for m; `more` may set the rest of the weights (tensors from the same factory).
+std::vector<float> run_moe(Backend& be, const MoeHost& m,
+                           const std::function<void(TensorFactory&, MoeWeights&)>& more = {}) {
   TensorFactory tf(be);
   MoeWeights w;
   w.router = tf.f32({m.E, m.H}, m.router);
@@ -85,6 +88,7 @@ std::vector<float> run_moe(Backend& be, const MoeHost& m) {
   w.down.weight = tf.f32({m.E, m.H, m.I}, m.down);
   w.top_k = m.top_k;
   w.routing.renormalize = m.renormalize;
+  if (more) more(tf, w);
   Tensor out = tf.poisoned({m.T, m.H});
   be.moe(tf.f32({m.T, m.H}, m.x), w, out);
   return tf.read<float>(out);
@@ -290,23 +294,15 @@ std::vector<float> naive_sigmoid_moe(const SigmoidMoe& s) {
 }
 
 std::vector<float> run_sigmoid_moe(Backend& be, const SigmoidMoe& s) {
-  TensorFactory tf(be);
-  const MoeHost& m = s.m;
-  MoeWeights w;
-  w.router = tf.f32({m.E, m.H}, m.router);
-  w.gate_up.weight = tf.f32({m.E, 2 * m.I, m.H}, m.gate_up);
-  w.down.weight = tf.f32({m.E, m.H, m.I}, m.down);
-  w.top_k = m.top_k;
-  w.routing.score = MoeRouting::Score::Sigmoid;
-  w.routing.bias = tf.f32({m.E}, s.bias);
-  w.routing.n_group = s.n_group;
-  w.routing.topk_group = s.topk_group;
-  w.routing.scaling = s.scaling;
-  w.shared_gate_up.weight = tf.f32({2 * s.S, m.H}, s.shared_gate_up);
-  w.shared_down.weight = tf.f32({m.H, s.S}, s.shared_down);
-  Tensor out = tf.poisoned({m.T, m.H});
-  be.moe(tf.f32({m.T, m.H}, m.x), w, out);
-  return tf.read<float>(out);
+  return run_moe(be, s.m, [&](TensorFactory& tf, MoeWeights& w) {
+    w.routing.score = MoeRouting::Score::Sigmoid;
+    w.routing.bias = tf.f32({s.m.E}, s.bias);
+    w.routing.n_group = s.n_group;
+    w.routing.topk_group = s.topk_group;
+    w.routing.scaling = s.scaling;
+    w.shared_gate_up.weight = tf.f32({2 * s.S, s.m.H}, s.shared_gate_up);
+    w.shared_down.weight = tf.f32({s.m.H, s.S}, s.shared_down);
+  });
 }
 
 }  // namespace
