@@ -66,11 +66,13 @@ void Engine::Impl::step(std::vector<Sequence*>& finished) {
     } else {
       ++seq.step_in_block;
     }
-    const int next_window =
-        runner->first_masked_window(seq.slot, seq.window_begin, seq.request.sub_block_length, limits.mask_id);
-    if (masks_left[i] > 0 && next_window != seq.window_begin) {
-      seq.window_begin = next_window;
-      seq.step_in_block = 0;
+    const int width = seq.request.sub_block_length;
+    if (width < block_length && masks_left[i] > 0) {  // without sub-blocks the window is the block
+      const int next_window = runner->first_masked_window(seq.slot, seq.window_begin, width, limits.mask_id);
+      if (next_window != seq.window_begin) {
+        seq.window_begin = next_window;
+        seq.step_in_block = 0;
+      }
     }
     ++seq.global_step;
     ++seq.num_forwards;
