@@ -56,8 +56,7 @@ void read_qwen2_keys(const JsonObject& config, ModelConfig& c) {
   c.intermediate = positive_int(config, "intermediate_size");
   c.layers = positive_int(config, "num_hidden_layers");
   c.heads = positive_int(config, "num_attention_heads");
-  const bool kv_given = config.has("num_key_value_heads") && !config.json().at("num_key_value_heads").is_null();
-  c.kv_heads = kv_given ? positive_int(config, "num_key_value_heads") : c.heads;
+  c.kv_heads = positive_int(config, "num_key_value_heads", c.heads);  // JsonObject::has reads null as absent
   JET_CHECK(c.hidden % c.heads == 0, config.source(), ": hidden_size ", c.hidden,
             " is not a multiple of num_attention_heads ", c.heads);
   c.head_dim = c.hidden / c.heads;

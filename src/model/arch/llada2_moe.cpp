@@ -24,18 +24,13 @@ namespace {
 constexpr int64_t kBlockSize = 32;
 constexpr int64_t kMaskId = 156895;
 
-int64_t int_or_null(const JsonObject& config, const std::string& key, int64_t fallback) {
-  return config.has(key) && !config.json().at(key).is_null() ? config.get_int(key) : fallback;
-}
-
 void read(const JsonObject& config, ModelConfig& c) {
   const std::string& file = config.source();
   c.hidden = positive_int(config, "hidden_size");
   c.intermediate = positive_int(config, "intermediate_size");
   c.layers = positive_int(config, "num_hidden_layers");
   c.heads = positive_int(config, "num_attention_heads");
-  c.kv_heads = int_or_null(config, "num_key_value_heads", c.heads);
-  JET_CHECK(c.kv_heads > 0, file, ": key 'num_key_value_heads' must be positive, got ", c.kv_heads);
+  c.kv_heads = positive_int(config, "num_key_value_heads", c.heads);  // JsonObject::has reads null as absent
   c.head_dim = config.has("head_dim") ? positive_int(config, "head_dim") : c.hidden / c.heads;
   c.vocab = positive_int(config, "vocab_size");
   c.rms_eps = positive_number(config, "rms_norm_eps");
@@ -58,7 +53,7 @@ void read(const JsonObject& config, ModelConfig& c) {
   c.num_experts = positive_int(config, "num_experts");
   c.experts_per_token = positive_int(config, "num_experts_per_tok");
   c.moe_intermediate = positive_int(config, "moe_intermediate_size");
-  const int64_t shared = int_or_null(config, "num_shared_experts", 0);
+  const int64_t shared = config.get_int("num_shared_experts", 0);
   JET_CHECK(shared >= 0, file, ": key 'num_shared_experts' must be >= 0, got ", shared);
   c.shared_expert_intermediate = shared * c.moe_intermediate;
   const int64_t dense = config.get_int("first_k_dense_replace", 0);
