@@ -40,7 +40,7 @@ COMPONENTS = [
     ("norms", ("rmsnorm_kernel",)),  # add_rmsnorm_kernel too
     ("qk_norm_rope", ("qk_norm_rope_kernel",)),
     ("swiglu", ("swiglu_kernel",)),
-    ("sampling", ("sample_masked_positions", "commit")),
+    ("sampling", ("sample_step_positions", "commit")),
     ("embedding+gather", ("embedding_kernel", "gather_block_tokens_kernel")),
 ]
 

@@ -27,8 +27,9 @@ for server-sent events), GET /v1/models, /health and /metrics, POST /tokenize an
 Requests join the running batch as they arrive. A request's fields are OpenAI's (prompt or
 messages, max_tokens, temperature, top_p, seed, stream) plus the engine's sampling fields under
 their SamplingParams names (top_k, repetition_penalty, ignore_eos, stop_token_ids,
-denoising_steps, sub_block_length, remasking_strategy, dynamic_threshold, dynamic_factor, eb_threshold,
-diversity_enforce_barrier, epsilon_greedy); see the README.
+denoising_steps, sub_block_length, editing_threshold, max_post_steps, remasking_strategy,
+dynamic_threshold, dynamic_factor, eb_threshold, diversity_enforce_barrier, epsilon_greedy); see
+the README.
 
 Server
   --host H                  address to listen on (default 127.0.0.1; 0.0.0.0 for every interface)

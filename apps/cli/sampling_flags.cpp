@@ -15,6 +15,11 @@ const char* const kSamplingFlagsHelp = R"(Sampling (docs/decoding.md)
   --denoising-steps S       steps per block, 1..B (default 4, capped at B), or per sub-block
   --sub-block-length N      denoise the block N positions at a time, left to right, each with
                             its own S steps (Fast-dLLM v2's sub-blocks; N divides B; default off)
+  --editing-threshold X     token editing (LLaDA2.1's T2T): a committed token of the block is
+                            replaced by a sample more confident than X, in [0, 1]; the block
+                            ends after a step that changed nothing (default off)
+  --max-post-steps N        with editing: steps a block may take once no mask is left,
+                            0..1024 (default 16)
   --strategy NAME           remasking strategy (default low_confidence_static); one of
                             sequential, anti_sequential, random, dilated, low_confidence_static,
                             margin_static, entropy_static, low_confidence_dynamic, dynamic_factor,
@@ -38,7 +43,8 @@ const char* const kSamplingFlagsHelp = R"(Sampling (docs/decoding.md)
 std::set<std::string> with_sampling_value_flags(std::set<std::string> flags) {
   flags.insert({"--temperature", "--top-k", "--top-p", "--repetition-penalty", "--max-tokens", "--denoising-steps",
                 "--strategy", "--dynamic-threshold", "--dynamic-factor", "--eb-threshold", "--seed", "--stop-token-ids",
-                "--stop", "--diversity-enforce-barrier", "--epsilon-greedy", "--sub-block-length"});
+                "--stop", "--diversity-enforce-barrier", "--epsilon-greedy", "--sub-block-length",
+                "--editing-threshold", "--max-post-steps"});
   return flags;
 }
 
@@ -56,6 +62,8 @@ SamplingParams read_sampling(const ArgParser& args, const Engine& engine) {
   p.max_tokens = args.get_int32("--max-tokens", p.max_tokens);
   p.sub_block_length = args.get_int32("--sub-block-length", p.sub_block_length);
   p.denoising_steps = args.get_int32("--denoising-steps", default_denoising_steps(engine, p.sub_block_length));
+  if (args.has("--editing-threshold")) p.editing_threshold = args.get_double("--editing-threshold", 0.0);
+  p.max_post_steps = args.get_int32("--max-post-steps", p.max_post_steps);
   p.remasking_strategy = args.get("--strategy").value_or(p.remasking_strategy);
   p.dynamic_threshold = args.get_double("--dynamic-threshold", p.dynamic_threshold);
   p.dynamic_factor = args.get_double("--dynamic-factor", p.dynamic_factor);

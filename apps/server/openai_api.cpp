@@ -89,6 +89,8 @@ SamplingParams read_sampling(const JsonObject& body, Endpoint endpoint, Sampling
   p.ignore_eos = body.get_bool("ignore_eos", p.ignore_eos);
   p.denoising_steps = body.get_int32("denoising_steps", p.denoising_steps);
   p.sub_block_length = body.get_int32("sub_block_length", p.sub_block_length);
+  if (body.has("editing_threshold")) p.editing_threshold = body.get_number("editing_threshold");
+  p.max_post_steps = body.get_int32("max_post_steps", p.max_post_steps);
   p.dynamic_threshold = body.get_number("dynamic_threshold", p.dynamic_threshold);
   p.dynamic_factor = body.get_number("dynamic_factor", p.dynamic_factor);
   p.eb_threshold = body.get_number("eb_threshold", p.eb_threshold);

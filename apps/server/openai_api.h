@@ -38,7 +38,8 @@ struct ParsedRequest {
 // logprobs, top_logprobs: 0),
 // jetengine's return_tokens (with stream only) and the engine's sampling fields under
 // their SamplingParams names (top_k, repetition_penalty, ignore_eos, stop_token_ids,
-// denoising_steps, sub_block_length, remasking_strategy, dynamic_threshold, dynamic_factor, eb_threshold,
+// denoising_steps, sub_block_length, editing_threshold, max_post_steps, remasking_strategy,
+// dynamic_threshold, dynamic_factor, eb_threshold,
 // diversity_enforce_barrier, epsilon_greedy); other
 // fields are ignored. Throws jet::Error naming the field for malformed JSON, a wrong type or
 // something the engine does not do. Ranges are the

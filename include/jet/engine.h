@@ -66,6 +66,13 @@ struct SamplingParams {
   // with its own S steps (Fast-dLLM v2's sub-blocks; docs/decoding.md §2); b divides
   // block_length. 0: the whole block at once.
   int sub_block_length = 0;
+  // Token editing (LLaDA2.1's T2T; docs/decoding.md §4), off when unset: every step also samples
+  // the block's committed completion positions, and one whose sample is more confident than this
+  // (in [0, 1]) and differs takes it. A block then ends only after a step that changed nothing, or
+  // after max_post_steps steps begun with no mask left (in [0, 1024]). Not with sub-blocks, nor
+  // for models with shifted logits.
+  std::optional<double> editing_threshold;
+  int max_post_steps = 16;
   std::string remasking_strategy = "low_confidence_static";
   double dynamic_threshold = 0.9;
   double dynamic_factor = 1.0;

@@ -43,7 +43,11 @@ class SamplingParams:
     completion ends where its text first holds one, and the text stops before it);
     sub_block_length (> 0: the block is denoised that many positions at a time, left to right, each
     sub-block with its own denoising_steps, as Fast-dLLM v2's sub-blocks; it divides block_length;
-    0 = the whole block at once).
+    0 = the whole block at once); editing_threshold (token editing, LLaDA2.1's T2T: each step also
+    samples the block's committed completion tokens, and one whose sample is more confident than
+    this, in [0, 1], and differs is replaced; a block then ends after a step that changed nothing,
+    or after max_post_steps steps, 0..1024, taken once no mask was left; None = off; not with
+    sub_block_length, nor for models with shifted logits).
     """
 
     temperature: float = 1.0
@@ -63,6 +67,8 @@ class SamplingParams:
     stop_token_ids: Optional[List[int]] = None
     stop: Union[None, str, List[str]] = None
     sub_block_length: int = 0
+    editing_threshold: Optional[float] = None
+    max_post_steps: int = 16
 
     def __post_init__(self):
         self.to_engine()  # report bad values where the object is made
@@ -77,6 +83,9 @@ class SamplingParams:
             p.block_length = check_int("block_length", self.block_length, minimum=1, maximum=2**31 - 1)
         p.denoising_steps = check_int("denoising_steps", self.denoising_steps, minimum=1, maximum=2**31 - 1)
         p.sub_block_length = check_int("sub_block_length", self.sub_block_length, minimum=0, maximum=2**31 - 1)
+        if self.editing_threshold is not None:
+            p.editing_threshold = check_float("editing_threshold", self.editing_threshold, minimum=0.0, maximum=1.0)
+        p.max_post_steps = check_int("max_post_steps", self.max_post_steps, minimum=0, maximum=1024)
         p.dynamic_threshold = check_float("dynamic_threshold", self.dynamic_threshold, minimum=0.0, maximum=1.0)
         p.eb_threshold = check_float("eb_threshold", self.eb_threshold, minimum=0.0)
         p.top_k = check_int("topk", self.topk, minimum=-(2**31), maximum=2**31 - 1)

@@ -51,6 +51,8 @@ void bind_options(py::module_& m) {
       .def_readwrite("block_length", &jet::SamplingParams::block_length)
       .def_readwrite("denoising_steps", &jet::SamplingParams::denoising_steps)
       .def_readwrite("sub_block_length", &jet::SamplingParams::sub_block_length)
+      .def_readwrite("editing_threshold", &jet::SamplingParams::editing_threshold)
+      .def_readwrite("max_post_steps", &jet::SamplingParams::max_post_steps)
       .def_readwrite("remasking_strategy", &jet::SamplingParams::remasking_strategy)
       .def_readwrite("dynamic_threshold", &jet::SamplingParams::dynamic_threshold)
       .def_readwrite("dynamic_factor", &jet::SamplingParams::dynamic_factor)

@@ -103,7 +103,7 @@ DecodeState Backend::alloc_decode_state(int num_slots, int block_length, int voc
   const int64_t words = int64_t{num_slots} * block_length;
   const int64_t stride = (words + 3) / 4 * 4, tokens_stride = (2 * words + 3) / 4 * 4;
   const int64_t masks_stride = (int64_t{num_slots} + 3) / 4 * 4;
-  st.block_region = alloc_tensor(st.storage, DType::I32, {tokens_stride + 3 * stride + masks_stride});
+  st.block_region = alloc_tensor(st.storage, DType::I32, {tokens_stride + 3 * stride + 2 * masks_stride});
   int32_t* region = st.block_region.ptr<int32_t>();
   st.block_tokens = Tensor(region, DType::I32, {2 * int64_t{num_slots}, block_length});
   st.tokens = Tensor(region, DType::I32, {num_slots, block_length});
@@ -112,6 +112,7 @@ DecodeState Backend::alloc_decode_state(int num_slots, int block_length, int voc
   st.logprobs = Tensor(region + tokens_stride + stride, DType::F32, {num_slots, block_length});
   st.entropies = Tensor(region + tokens_stride + 2 * stride, DType::F32, {num_slots, block_length});
   st.masks_left = Tensor(region + tokens_stride + 3 * stride, DType::I32, {num_slots});
+  st.changes = Tensor(region + tokens_stride + 3 * stride + masks_stride, DType::I32, {num_slots});
   static_assert(sizeof(SlotParams) % 4 == 0);
   st.params = alloc_tensor(st.storage, DType::I32, {num_slots, static_cast<int64_t>(sizeof(SlotParams) / 4)});
   st.seen = alloc_tensor(st.storage, DType::I32, {num_slots, st.seen_words});

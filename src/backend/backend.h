@@ -101,8 +101,8 @@ struct MoeWeights {
 // --- Decode state (lives in backend memory; docs/decoding.md §3-4) -------------------------------
 
 // Block state of every slot. A slot holds one running sequence's current block (and its previous
-// one, until that block's K/V is saved). tokens, saved_tokens, trajectory, logprobs, entropies and
-// masks_left lie back to back in `block_region`, so the engine moves the whole block state
+// one, until that block's K/V is saved). tokens, saved_tokens, trajectory, logprobs, entropies,
+// masks_left and changes lie back to back in `block_region`, so the engine moves the whole block state
 // between host and backend in one copy; tokens and saved_tokens are also one tensor,
 // block_tokens, whose row num_slots + s is slot s's saved block.
 struct DecodeState {
@@ -115,6 +115,7 @@ struct DecodeState {
   Tensor logprobs;      // f32 [slots, B]
   Tensor entropies;     // f32 [slots, B]
   Tensor masks_left;    // i32 [slots]
+  Tensor changes;       // i32 [slots]: the positions the slot's last step committed or edited
   Tensor saved_tokens;  // i32 [slots, B]: the slot's previous block, whose K/V a forward may still write
   Tensor block_tokens;  // i32 [2 * slots, B]: tokens, then saved_tokens
   Tensor block_region;  // i32: the tensors above, as raw words
@@ -235,13 +236,15 @@ class Backend {
   virtual void gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) = 0;
   // A denoise step (docs/decoding.md §3-4) in two ops, so that the logits of a step's masked
   // positions can be computed and sampled a chunk of rows at a time. rows: StepRow [n] bytes.
-  // sample_positions samples the masked positions whose logits rows are first_row, ...,
-  // first_row + R - 1 (logits: f32 [R, V]) into st.samples; rows past the last masked position
-  // (padding) are skipped.
+  // sample_positions samples the positions (StepRow: masked candidates, and under token editing
+  // committed ones) whose logits rows are first_row, ..., first_row + R - 1 (logits: f32 [R, V])
+  // into st.samples; rows past the last such position (padding) are skipped.
   virtual void sample_positions(const Tensor& logits, int64_t first_row, const Tensor& rows, int num_rows,
                                 DecodeState& st) = 0;
-  // Once every masked position is sampled (num_logits: the step's logits rows), applies each slot's
-  // strategy to its block's samples and commits the selected positions.
+  // Once every position with a logits row is sampled (num_logits: the step's logits rows), applies
+  // each slot's strategy to its block's samples and commits the selected positions; then, under
+  // token editing, rewrites the committed positions its samples edit (edits_token), judged on the
+  // block as it was before this step. changes[slot] = positions committed + positions edited.
   virtual void commit_step(const Tensor& rows, int num_rows, int64_t num_logits, DecodeState& st) = 0;
   // Both, for a step whose logits (f32 [R, V]) hold every row's masked positions.
   void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st);

@@ -17,7 +17,8 @@ namespace jet {
 void Engine::Impl::start_block(Sequence& seq, std::vector<int32_t> tokens) {
   tokens.resize(block_length, limits.mask_id);
   runner->start_block(seq.slot, tokens, limits.mask_id);
-  seq.step_in_block = 0;
+  seq.step_in_block = seq.post_steps = 0;
+  seq.block_filled = false;
   seq.window_begin = runner->first_masked_window(seq.slot, 0, seq.request.sub_block_length, limits.mask_id);
   seq.status = SeqStatus::Denoising;
 }
@@ -55,19 +56,23 @@ void Engine::Impl::step(std::vector<Sequence*>& finished) {
   }
   if (denoising.empty()) return;
 
-  std::vector<int32_t> masks_left = runner->denoise(denoising, saving);
+  const std::vector<StepResult> results = runner->denoise(denoising, saving);
   for (Sequence* seq : saving) seq->save_pending = false;
   for (size_t i = 0; i < denoising.size(); ++i) {
     Sequence& seq = *denoising[i];
-    // A head step is not one of the block's denoising steps (docs/decoding.md §1); a sub-block
-    // whose masks are gone hands on to the next one that has some, with steps of its own (§2).
+    const int32_t masks_left = results[i].masks_left;
+    // A head step is not one of the block's denoising steps (docs/decoding.md §1), nor is a
+    // token-editing step begun with no mask left (§4); a sub-block whose masks are gone hands on
+    // to the next one that has some, with steps of its own (§2).
     if (seq.head_pending) {
       seq.head_pending = false;
+    } else if (seq.block_filled) {
+      ++seq.post_steps;
     } else {
       ++seq.step_in_block;
     }
     const int width = seq.request.sub_block_length;
-    if (width < block_length && masks_left[i] > 0) {  // without sub-blocks the window is the block
+    if (width < block_length && masks_left > 0) {  // without sub-blocks the window is the block
       const int next_window = runner->first_masked_window(seq.slot, seq.window_begin, width, limits.mask_id);
       if (next_window != seq.window_begin) {
         seq.window_begin = next_window;
@@ -76,9 +81,16 @@ void Engine::Impl::step(std::vector<Sequence*>& finished) {
     }
     ++seq.global_step;
     ++seq.num_forwards;
-    JET_ASSERT(masks_left[i] == 0 || seq.step_in_block < seq.request.denoising_steps,
+    JET_ASSERT(masks_left == 0 || seq.step_in_block < seq.request.denoising_steps,
                "the last step must commit every mask");
-    if (masks_left[i] == 0 && commit(seq, runner->read_block(seq.slot))) {
+    if (masks_left > 0) continue;
+    // Under token editing a filled block ends with a step that changed nothing, or when its
+    // steps without masks are spent.
+    if (seq.request.editing && results[i].changes > 0 && seq.post_steps < seq.request.max_post_steps) {
+      seq.block_filled = true;
+      continue;
+    }
+    if (commit(seq, runner->read_block(seq.slot))) {
       scheduler->finish(&seq);
       finished.push_back(&seq);
     }

@@ -59,6 +59,7 @@ Engine::Impl::Impl(const EngineOptions& opts)
   limits.block_length = block_length;
   limits.vocab = c.vocab;
   limits.mask_id = mask_id;
+  limits.shifted_logits = c.shifted_logits;
   limits.eos_ids.assign(c.eos_token_ids.begin(), c.eos_token_ids.end());
 
   const std::string tokenizer_config = options.model + "/tokenizer_config.json";

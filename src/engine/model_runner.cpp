@@ -5,6 +5,7 @@
 #include <bit>
 
 #include "sampling/remasking.h"
+#include "sampling/remasking_rules.h"
 
 namespace jet {
 
@@ -150,8 +151,8 @@ void ModelRunner::prefill_forward(const std::vector<Sequence*>& seqs) {
   model_.forward(batch, ids_t, kv_, nullptr);
 }
 
-std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoising,
-                                          const std::vector<Sequence*>& saving) {
+std::vector<StepResult> ModelRunner::denoise(const std::vector<Sequence*>& denoising,
+                                             const std::vector<Sequence*>& saving) {
   // Entries of the forwards: the saved blocks that ride alone, then each denoising sequence, with
   // its saved block when the two ride in one entry (block-causal models); split into forwards of
   // at most max_batched_tokens_ tokens. Saves go first: a next block attends its saved block's
@@ -190,9 +191,11 @@ std::vector<int32_t> ModelRunner::denoise(const std::vector<Sequence*>& denoisin
 
   backend_.download(host_state_.data(), state_.block_region.data, state_.block_region.nbytes());
   idle_since_ = std::chrono::steady_clock::now();
-  std::vector<int32_t> masks_left;
-  for (const Sequence* s : denoising) masks_left.push_back(host_part(state_.masks_left)[s->slot]);
-  return masks_left;
+  std::vector<StepResult> results;
+  for (const Sequence* s : denoising) {
+    results.push_back({host_part(state_.masks_left)[s->slot], host_part(state_.changes)[s->slot]});
+  }
+  return results;
 }
 
 void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const std::vector<Sequence*>& saving) {
@@ -240,10 +243,11 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
     fill_layout(layout, *s, s->block_start - B, B);
   }
   const int num_rows = static_cast<int>(denoising.size());
-  // Logits only for the step's candidates, the still-masked positions (the host copy of the block
-  // state is current; a head step has the first position only): logit_rows lists their forward
-  // rows (the row before, for shifted-logit models), row by row in position order, and each
-  // StepRow points at its first.
+  // Logits only for the step's candidates, the still-masked positions, and under token editing
+  // the committed completion positions (has_logits_row; the host copy of the block state is
+  // current; a head step has the first position only): logit_rows lists their forward rows (the
+  // row before, for shifted-logit models), row by row in position order, and each StepRow points
+  // at its first. A step of a block with no mask left only edits.
   std::vector<StepRow> rows;
   std::vector<int32_t> logit_rows;
   for (int i = 0; i < num_rows; ++i) {
@@ -252,18 +256,21 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
     r.slot = s->slot;
     r.position0 = s->block_start;
     r.global_step = s->global_step;
-    r.n_sched = scheduled_count(s->request.sub_block_length, s->request.denoising_steps, s->step_in_block);
-    r.is_last = s->head_pending || s->step_in_block == s->request.denoising_steps - 1;
+    if (!s->block_filled) {
+      r.n_sched = scheduled_count(s->request.sub_block_length, s->request.denoising_steps, s->step_in_block);
+      r.is_last = s->head_pending || s->step_in_block == s->request.denoising_steps - 1;
+    }
     r.logits_row0 = static_cast<int32_t>(logit_rows.size());
     r.candidates_begin = s->head_pending ? 0 : s->window_begin;
     r.candidates_end = s->head_pending ? 1 : s->window_begin + s->request.sub_block_length;
+    if (s->request.editing) r.edits_begin = std::max(0, s->prompt_len() - s->block_start);
     const int32_t* block = host_part(state_.tokens) + s->slot * B;
-    for (int j = r.candidates_begin; j < r.candidates_end; ++j) {
-      if (block[j] == s->request.slot.mask_id) logit_rows.push_back(denoise_row0[i] + j - shift);
+    for (int j = 0; j < B; ++j) {
+      if (has_logits_row(r, j, block[j] == s->request.slot.mask_id)) logit_rows.push_back(denoise_row0[i] + j - shift);
     }
     rows.push_back(r);
   }
-  JET_ASSERT(!logit_rows.empty() || num_rows == 0, "a denoising block has no mask left");
+  JET_ASSERT(!logit_rows.empty() || num_rows == 0, "a denoising block has no position to sample");
   // Padding rows repeat the first row; no step reads them.
   if (!logit_rows.empty()) {
     const int32_t first = logit_rows[0];

@@ -16,6 +16,12 @@
 
 namespace jet {
 
+// What a denoise step left of one sequence's block.
+struct StepResult {
+  int32_t masks_left = 0;
+  int32_t changes = 0;  // positions the step committed or edited
+};
+
 // What a ModelRunner has done, kept by its owner across runners (the engine rebuilds its runner
 // with the cache).
 struct RunnerStats {
@@ -58,9 +64,10 @@ class ModelRunner {
   // A sequence may be in both: its finished block is saved in the same forward as its next
   // block's first denoising step, which attends it (docs/decoding.md §1; one entry of 2B tokens
   // for block-causal models), or, for a sequence whose head_pending is set, as its head step
-  // (an entry of the saved block alone). Returns, per denoising sequence, the masks left in its
-  // block.
-  std::vector<int32_t> denoise(const std::vector<Sequence*>& denoising, const std::vector<Sequence*>& saving);
+  // (an entry of the saved block alone). Under token editing a block with no mask left takes
+  // further steps that only edit (Sequence::block_filled). Returns, per denoising sequence, what
+  // the step left of its block.
+  std::vector<StepResult> denoise(const std::vector<Sequence*>& denoising, const std::vector<Sequence*>& saving);
   // The records of the block in `slot`, as of the last denoise step.
   BlockRecord read_block(int slot) const;
   // The first position of the first sub-block of `width` positions, at or after `from`, that

@@ -20,6 +20,9 @@ constexpr double kMinPenalty = 1e-6;  // and 1 / kMinPenalty at most
 // stays a small part of the step.
 constexpr size_t kMaxStopStrings = 16;
 constexpr size_t kMaxStopBytes = 1024;
+// Edits can go back and forth: the steps a block may take after its last mask are bounded, so
+// that no request can hold its slot for ever.
+constexpr int kMaxPostSteps = 1024;
 
 }  // namespace
 
@@ -41,6 +44,15 @@ Request resolve_request(const SamplingParams& p, const RequestLimits& lim, int p
   const int window = p.sub_block_length > 0 ? p.sub_block_length : B;
   JET_CHECK(p.denoising_steps >= 1 && p.denoising_steps <= window, "denoising_steps must be in [1, ",
             p.sub_block_length > 0 ? "sub_block_length = " : "block_length = ", window, "], got ", p.denoising_steps);
+  if (p.editing_threshold) {
+    const double t = *p.editing_threshold;
+    JET_CHECK(std::isfinite(t) && t >= 0 && t <= 1, "editing_threshold must be in [0, 1] (or unset: off), got ", t);
+    JET_CHECK(!lim.shifted_logits, "editing_threshold: token editing needs a model without shifted logits (this ",
+              "model predicts each position from the one before it)");
+    JET_CHECK(window == B, "editing_threshold cannot be combined with sub_block_length (", p.sub_block_length, ")");
+  }
+  JET_CHECK(p.max_post_steps >= 0 && p.max_post_steps <= kMaxPostSteps, "max_post_steps must be in [0, ", kMaxPostSteps,
+            "], got ", p.max_post_steps);
   JET_CHECK(std::isfinite(p.dynamic_threshold) && p.dynamic_threshold >= 0 && p.dynamic_threshold <= 1,
             "dynamic_threshold must be in [0, 1], got ", p.dynamic_threshold);
   JET_CHECK(std::isfinite(p.dynamic_factor) && p.dynamic_factor > 0, "dynamic_factor must be > 0, got ",
@@ -80,6 +92,9 @@ Request resolve_request(const SamplingParams& p, const RequestLimits& lim, int p
   r.slot.seed = p.seed.value_or(fallback_seed);
   r.denoising_steps = p.denoising_steps;
   r.sub_block_length = window;
+  r.editing = p.editing_threshold.has_value();
+  r.slot.editing_threshold = static_cast<float>(p.editing_threshold.value_or(0.0));
+  r.max_post_steps = p.max_post_steps;
   r.max_tokens = p.max_tokens;
   r.stop_ids = p.stop_token_ids;
   if (!p.ignore_eos) r.stop_ids.insert(r.stop_ids.end(), lim.eos_ids.begin(), lim.eos_ids.end());

@@ -18,7 +18,7 @@ struct BlockRecord {
 
 enum class SeqStatus {
   Waiting,    // queued, holds no slot or pages
-  Denoising,  // its current block still has masks
+  Denoising,  // its current block still has masks (or, under token editing, post steps to take)
   Finished,
 };
 
@@ -37,7 +37,10 @@ struct Sequence {
   int block_start = 0;    // absolute position of the current block's first token
   int step_in_block = 0;  // denoise steps done on the current block (its current sub-block)
   int window_begin = 0;   // the current sub-block's first block position (0 without sub-blocks)
-  int global_step = 0;    // denoise steps done in total (trajectory base)
+  // Token editing: the current block has no mask left, and post_steps steps have begun so.
+  bool block_filled = false;
+  int post_steps = 0;
+  int global_step = 0;  // denoise steps done in total (trajectory base)
   int num_forwards = 0;
   // The previous block is committed but its K/V not yet written: the next forward saves it
   // (together with the current block's first denoising step).
@@ -74,7 +77,8 @@ struct Sequence {
     slot = -1;
     pages.clear();
     num_cached = 0;
-    block_start = step_in_block = window_begin = global_step = num_forwards = 0;
+    block_start = step_in_block = window_begin = global_step = num_forwards = post_steps = 0;
+    block_filled = false;
     completion.clear();
     trajectory.clear();
     logprobs.clear();

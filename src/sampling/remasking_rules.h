@@ -25,6 +25,18 @@ JET_HOST_DEVICE inline Strategy step_strategy(const SlotParams& p, const StepRow
   return p.strategy;
 }
 
+// Whether block position j of row r has a logits row in the step (StepRow): a masked candidate
+// inside the row's window, or, under token editing, a committed position at or past edits_begin.
+JET_HOST_DEVICE inline bool has_logits_row(const StepRow& r, int j, bool masked) {
+  return masked ? j >= r.candidates_begin && j < r.candidates_end : j >= r.edits_begin;
+}
+
+// Token editing (docs/decoding.md §4): a committed position takes its new sample when the sample
+// is more confident than the request's editing_threshold and differs from the token it holds.
+JET_HOST_DEVICE inline bool edits_token(const SlotParams& p, const PositionSample& s, int32_t token) {
+  return s.confidence > p.editing_threshold && s.token != token;
+}
+
 // Index reversed in ceil(log2 B) bits: the dilated order visits indices by increasing value.
 JET_HOST_DEVICE inline int bit_reversed(int index, int block_length) {
   int bits = 0;

@@ -36,7 +36,9 @@ struct SlotParams {
   Strategy strategy = Strategy::LowConfidenceStatic;
   int32_t mask_id = 0;
   int32_t sequential_below = 0;  // blocks that start below this position use `sequential` (0: none)
-  int32_t padding = 0;
+  // Token editing (LLaDA2.1's T2T, docs/decoding.md §4): a committed position of the block takes
+  // its new sample when that is more confident than this; read only for rows with edits_begin < B.
+  float editing_threshold = 0.0f;
   uint64_t seed = 0;
 };
 
@@ -52,11 +54,13 @@ struct PositionSample {
 
 // One denoising sequence in a denoise step. The step's candidates are the block's masked
 // positions j in [candidates_begin, candidates_end): the whole block, or its current sub-block
-// (docs/decoding.md §2), or in a head step (§1 "Shifted logits") position 0 alone. Only candidates have logits rows
-// (committed positions would never be read, and the LM head is the largest GEMM of a forward): the k-th candidate, in
-// increasing position order, reads logits row logits_row0 + k; the rows of a step list their
-// candidates' logits rows back to back, in row order. The strategy picks among the candidates;
-// the last step (is_last) commits them all.
+// (docs/decoding.md §2), or in a head step (§1 "Shifted logits") position 0 alone. Under token
+// editing (§4) the committed positions j >= edits_begin are sampled too, as edit candidates.
+// Only these have logits rows (other positions would never be read, and the LM head is the
+// largest GEMM of a forward): the k-th of them, in increasing position order, reads logits row
+// logits_row0 + k (has_logits_row, remasking_rules.h); the rows of a step list their logits rows
+// back to back, in row order. The strategy picks among the candidates; the last step (is_last)
+// commits them all.
 struct StepRow {
   int32_t slot = 0;
   int32_t position0 = 0;               // absolute position of the block's first token
@@ -66,6 +70,7 @@ struct StepRow {
   int32_t logits_row0 = 0;             // logits row of the block's first candidate
   int32_t candidates_begin = 0;        // block positions before it are no candidates
   int32_t candidates_end = INT32_MAX;  // nor those at or past it
+  int32_t edits_begin = INT32_MAX;     // committed positions at or past it may be edited (INT32_MAX: none)
 };
 
 }  // namespace jet

@@ -1,6 +1,6 @@
 // The decode ops end to end on crafted batches: gather_block_tokens, and denoise_step sampling,
 // selecting and committing per row (row order differs from slot order on purpose), reading the
-// logits rows of masked positions only (StepRow::logits_row0).
+// logits rows of the sampled positions only (StepRow::logits_row0), and token editing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -306,4 +306,33 @@ TEST_F(DecodeOps, SubBlockStepsSeeOnlyTheirWindow) {
   backend->denoise_step(tf.f32({2, kV}, logits), step_rows({window}), 1, st);
   EXPECT_EQ(slot_values<int32_t>(st.tokens, 0), (Ints{kMask, kMask, kMask, 4}));
   EXPECT_EQ(tf.read<int32_t>(st.masks_left)[0], 3);
+}
+
+TEST_F(DecodeOps, TokenEditingRewritesConfidentChangedTokensBeforeTheCommits) {
+  // Token editing (StepRow::edits_begin = 1, docs/decoding.md §4): block {2, 5, mask, 6}; position
+  // 0 lies before edits_begin (a prompt token) and has no logits row; positions 1 and 3 (committed)
+  // and 2 (masked) read rows 0, 1, 2 in position order. Position 1's sample is 3 at probability
+  // above the threshold (edited), position 3's sample is 6 again (no change), the mask commits.
+  SlotParams p = greedy(Strategy::LowConfidenceStatic);
+  p.editing_threshold = 0.5f;
+  start(2, p, {2, 5, kMask, 6});
+  std::vector<float> logits(3 * kV);
+  set_row(logits, 0, 0.0f, {{3, 6.0f}});
+  set_row(logits, 1, 0.0f, {{1, 2.0f}});
+  set_row(logits, 2, 0.0f, {{6, 6.0f}});
+  StepRow row{2, 16, 9, 1, 0, 0};
+  row.edits_begin = 1;
+  backend->denoise_step(tf.f32({3, kV}, logits), step_rows({row}), 1, st);
+  EXPECT_EQ(slot_values<int32_t>(st.tokens, 2), (Ints{2, 3, 1, 6}));
+  EXPECT_EQ(slot_values<int32_t>(st.trajectory, 2), (Ints{0, 10, 10, 0}));
+  EXPECT_EQ(tf.read<int32_t>(st.masks_left)[2], 0);
+  EXPECT_EQ(tf.read<int32_t>(st.changes)[2], 2);  // one commit, one edit
+  // A confident change below the threshold is no edit: a post step (no mask) that changes nothing.
+  p.editing_threshold = 0.99f;
+  start(2, p, {2, 5, 4, 6});
+  backend->denoise_step(tf.f32({3, kV}, logits), step_rows({row}), 1, st);
+  EXPECT_EQ(slot_values<int32_t>(st.tokens, 2), (Ints{2, 5, 4, 6}));
+  EXPECT_EQ(tf.read<int32_t>(st.changes)[2], 0);
+  // Three positions need three logits rows.
+  EXPECT_THROW(backend->commit_step(step_rows({row}), 1, 2, st), Error);
 }

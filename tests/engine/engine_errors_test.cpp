@@ -61,6 +61,17 @@ TEST(EngineErrors, BadRequestsLeaveTheEngineUsable) {
   bad.denoising_steps = 4;
   expect_error(engine, prompts, bad, "denoising_steps must be in [1, sub_block_length = 2], got 4");
   bad = greedy(8);
+  bad.editing_threshold = 1.5;
+  expect_error(engine, prompts, bad, "editing_threshold must be in [0, 1] (or unset: off), got 1.5");
+  bad = greedy(8);
+  bad.editing_threshold = 0.5;
+  bad.sub_block_length = 2;
+  bad.denoising_steps = 2;
+  expect_error(engine, prompts, bad, "editing_threshold cannot be combined with sub_block_length (2)");
+  bad = greedy(8);
+  bad.max_post_steps = 1025;
+  expect_error(engine, prompts, bad, "max_post_steps must be in [0, 1024], got 1025");
+  bad = greedy(8);
   bad.epsilon_greedy = 1.5;
   expect_error(engine, prompts, bad, "epsilon_greedy must be in [0, 1]");
   bad = greedy(8);

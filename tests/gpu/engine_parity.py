@@ -16,6 +16,9 @@
 * The trained model again with --quantization fp8 on both backends (the CPU emulates the CUDA
   backend's FP8 GEMMs, docs/fp8.md), batched and one sequence at a time (the few-rows kernel's
   e4m3 path); same bar.
+* The trained model again with token editing (--editing-threshold 0.5: every step also re-samples
+  the block's committed tokens and replaces the confident ones that changed), batched and one
+  sequence at a time; same bar.
 * The trained LLaDA models/llada-tiny-arith, when its model.safetensors is there: the same 64
   prompts at each of bench/quality.py's LLaDA decode settings (pure diffusion B = 64 and
   semi-autoregressive B = 8, S = B), with low_confidence_static and low_confidence_dynamic (at its
@@ -118,7 +121,8 @@ def main():
         print(f"SKIP engine_parity trained model: {TRAINED / 'model.safetensors'} is absent")
         return 0 if graphs_ok and llada_ok else 1
     results = [graphs_ok, llada_ok]
-    for label, flags in (("trained model", []), ("trained model, --quantization fp8", ["--quantization", "fp8"])):
+    for label, flags in (("trained model", []), ("trained model, --quantization fp8", ["--quantization", "fp8"]),
+                         ("trained model, token editing 0.5", ["--editing-threshold", "0.5"])):
         ok, cpu = trained_parity(cli, TRAINED, problems, label, flags)
         # One sequence at a time the GPU's products have 4 or 8 rows: the few-rows matmul kernel
         # (skinny_gemm.cu) instead of cuBLASLt, against the same CPU outputs.

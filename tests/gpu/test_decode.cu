@@ -2,9 +2,10 @@
 // commit_step) against the CPU backend's (the reference): random decode states and logits
 // (V = 151936 with B in {1, 4, 8, 32, 256}, and a small odd V with B up to 4096; every strategy;
 // temperature 0 / 0.7 / 1.3; top-k 0/1/50, top-p 1/0.9, repetition penalty 1/1.3 with random
-// seen sets; the exploration modifiers (a diversity barrier, epsilon-greedy 0.5); random seeds,
-// flat, peaked and exactly tied logits, one row per masked position in the compact layout of
-// StepRow::logits_row0), one step each from identical states on both backends, then every state
+// seen sets; the exploration modifiers (a diversity barrier, epsilon-greedy 0.5); token editing
+// from a random position with thresholds 0 / 0.02 / 0.3; random seeds, flat, peaked and exactly
+// tied logits, one row per sampled position in the compact layout of StepRow::logits_row0), one
+// step each from identical states on both backends, then every state
 // element compared. Committed tokens and trajectory must match exactly except for rare near-ties
 // of the fp32 softmax (counted, reported, at most 0.5%); logprobs / entropies to 1e-4; everything
 // else bit for bit (logprobs and entropies start as NaN, so an element the GPU forgot to write
@@ -32,6 +33,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "gpu_test_util.h"
 #include "sampling/remasking.h"
+#include "sampling/remasking_rules.h"
 #include "sampling/rng.h"
 
 using namespace jet;
@@ -103,7 +105,7 @@ Tensor upload_rows(Backend& be, std::vector<Buffer>& owner, const std::vector<St
 }
 
 struct StateSnapshot {
-  std::vector<int32_t> tokens, trajectory, masks_left;
+  std::vector<int32_t> tokens, trajectory, masks_left, changes;
   std::vector<float> logprobs, entropies;
 };
 
@@ -115,8 +117,8 @@ std::vector<T> download(Backend& be, const Tensor& t) {
 }
 
 StateSnapshot snapshot(Backend& be, const DecodeState& st) {
-  return {download<int32_t>(be, st.tokens), download<int32_t>(be, st.trajectory), download<int32_t>(be, st.masks_left),
-          download<float>(be, st.logprobs), download<float>(be, st.entropies)};
+  return {download<int32_t>(be, st.tokens),  download<int32_t>(be, st.trajectory), download<int32_t>(be, st.masks_left),
+          download<int32_t>(be, st.changes), download<float>(be, st.logprobs),     download<float>(be, st.entropies)};
 }
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
@@ -165,15 +167,16 @@ SlotParams slot_params(const CaseSpec& c, int s, std::mt19937_64& rng) {
   p.sequential_below = exploration == 1 || exploration == 3 ? 2500 : 0;
   p.epsilon_greedy = exploration >= 2 ? 0.5f : 0.0f;
   p.mask_id = static_cast<int32_t>(rng() % c.vocab);
+  p.editing_threshold = std::array<float, 3>{0.0f, 0.02f, 0.3f}[rng() % 3];
   p.seed = rng();
   return p;
 }
 
-// The masked positions of row r's block in [candidates_begin, candidates_end) (StepRow).
-int64_t candidates(const std::vector<int32_t>& tokens, const StepRow& r, int B, int32_t mask_id) {
-  const auto block = tokens.begin() + int64_t{r.slot} * B;
-  const int begin = std::clamp(r.candidates_begin, 0, B);
-  return std::count(block + begin, block + std::clamp(r.candidates_end, begin, B), mask_id);
+// The positions of row r's block with logits rows: masked candidates and edit candidates (StepRow).
+int64_t sampled_positions(const std::vector<int32_t>& tokens, const StepRow& r, int B, int32_t mask_id) {
+  int64_t n = 0;
+  for (int j = 0; j < B; ++j) n += has_logits_row(r, j, tokens[int64_t{r.slot} * B + j] == mask_id);
+  return n;
 }
 
 class DecodeComparison {
@@ -220,7 +223,7 @@ class DecodeComparison {
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), rng);
     const int num_rows = std::max(1, std::min(kSlots - 1, 96 / B));
-    // Logits rows for the masked positions only, each row's after the previous row's.
+    // Logits rows for the sampled positions only, each row's after the previous row's.
     std::vector<StepRow> rows;
     int64_t num_logits = 0;
     for (int i = 0; i < num_rows; ++i) {
@@ -238,14 +241,16 @@ class DecodeComparison {
                                ? 1
                                : r.candidates_begin + static_cast<int32_t>(rng() % (B - r.candidates_begin + 1));
       }
-      num_logits += candidates(tokens, r, B, params[r.slot].mask_id);
+      // Some edit the committed positions from a random one on (token editing).
+      if (rng() % 3 == 0) r.edits_begin = static_cast<int32_t>(rng() % (B + 1));
+      num_logits += sampled_positions(tokens, r, B, params[r.slot].mask_id);
       rows.push_back(r);
     }
     num_logits = std::max<int64_t>(num_logits, 1);  // no tensor of zero rows
     std::vector<float> logits(num_logits * V);
     for (const StepRow& r : rows) {
-      const int64_t masked = candidates(tokens, r, B, params[r.slot].mask_id);
-      for (int64_t row = r.logits_row0; row < r.logits_row0 + masked; ++row) {
+      const int64_t sampled = sampled_positions(tokens, r, B, params[r.slot].mask_id);
+      for (int64_t row = r.logits_row0; row < r.logits_row0 + sampled; ++row) {
         fill_logits(logits.data() + row * V, V, rng(), hot, params[r.slot].mask_id);
       }
     }
@@ -271,18 +276,14 @@ class DecodeComparison {
                const std::vector<SlotParams>& params, const StateSnapshot& cpu, const StateSnapshot& gpu,
                Tally& tally) {
     const int B = c.block_length;
-    std::vector<int> candidates_begin(kSlots, 0), candidates_end(kSlots, 0);  // [0, 0): the slot did not step
-    for (const StepRow& r : rows) {
-      candidates_begin[r.slot] = std::clamp(r.candidates_begin, 0, B);
-      candidates_end[r.slot] = std::clamp(r.candidates_end, candidates_begin[r.slot], B);
-    }
+    std::vector<const StepRow*> row_of(kSlots, nullptr);  // null: the slot did not step
+    for (const StepRow& r : rows) row_of[r.slot] = &r;
     for (int s = 0; s < kSlots; ++s) {
       int row_mismatches = 0;
       for (int j = 0; j < B; ++j) {
         const int64_t at = int64_t{s} * B + j;
-        const bool sampled =
-            j >= candidates_begin[s] && j < candidates_end[s] && tokens_before[at] == params[s].mask_id;
-        const bool committed = sampled && cpu.tokens[at] != params[s].mask_id;
+        const bool sampled = row_of[s] && has_logits_row(*row_of[s], j, tokens_before[at] == params[s].mask_id);
+        const bool committed = sampled && cpu.tokens[at] != tokens_before[at];  // a commit or an edit
         bool token_match = cpu.tokens[at] == gpu.tokens[at] && cpu.trajectory[at] == gpu.trajectory[at];
         if (sampled) ++tally.positions;
         if (!token_match && sampled) {
@@ -303,8 +304,10 @@ class DecodeComparison {
       }
       tally.mismatches += row_mismatches;
       // A differing commit count is only explained by differing positions of the same row.
-      if (cpu.masks_left[s] != gpu.masks_left[s] && row_mismatches == 0) {
-        fail(tally, str(describe(c), " slot ", s, ": masks_left cpu ", cpu.masks_left[s], " gpu ", gpu.masks_left[s]));
+      if ((cpu.masks_left[s] != gpu.masks_left[s] || (row_of[s] && cpu.changes[s] != gpu.changes[s])) &&
+          row_mismatches == 0) {
+        fail(tally, str(describe(c), " slot ", s, ": masks_left cpu ", cpu.masks_left[s], " gpu ", gpu.masks_left[s],
+                        ", changes cpu ", cpu.changes[s], " gpu ", gpu.changes[s]));
       }
     }
   }

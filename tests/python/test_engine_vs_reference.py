@@ -57,7 +57,8 @@ def engine_generate(model_dir, prompts, params, engine_args=(), expect_ok=True):
             "dynamic_threshold": "--dynamic-threshold", "dynamic_factor": "--dynamic-factor",
             "eb_threshold": "--eb-threshold", "seed": "--seed", "repetition_penalty": "--repetition-penalty",
             "block_length": "--block-length", "diversity_enforce_barrier": "--diversity-enforce-barrier",
-            "epsilon_greedy": "--epsilon-greedy", "sub_block_length": "--sub-block-length"}
+            "epsilon_greedy": "--epsilon-greedy", "sub_block_length": "--sub-block-length",
+            "editing_threshold": "--editing-threshold", "max_post_steps": "--max-post-steps"}
     for key, value in params.items():
         if key == "ignore_eos":
             args += ["--ignore-eos"] if value else []
@@ -157,6 +158,32 @@ def test_sub_blocks_match_reference(model, B, b, steps, strategy):
     params = dict(temperature=1.0, seed=4, max_tokens=2 * B, ignore_eos=True, block_length=B, denoising_steps=steps,
                   sub_block_length=b, remasking_strategy=strategy, dynamic_threshold=0.9)
     compare(model, prompts_of([3, B // 2 + 1, B, 2 * B + 5], ref.vocab_rows, seed=6), params)
+
+
+# Token editing (docs/decoding.md §4), LLaDA2.1's T2T: threshold 0 edits wherever the sample moves
+# (greedy, and seeded sampling, where it moves at nearly every step, so blocks run their post steps
+# out), LLaDA2.1's joint threshold (low_confidence_dynamic, S = B) with a threshold the tiny
+# models reach now and then; post steps bounded at 0, 3 and 16; prompts ending inside the first
+# block, on a block boundary and past it (B > P: the prompt is in the block and never edited).
+@pytest.mark.parametrize("threshold, max_post, temperature, strategy, B, steps", [
+    (0.0, 16, 0, "low_confidence_static", 4, 4), (0.0, 3, 0.9, "low_confidence_static", 4, 2),
+    (0.15, 16, 0, "low_confidence_dynamic", 8, 8), (0.0, 0, 0, "low_confidence_static", 4, 4)])
+def test_token_editing_matches_reference(model, threshold, max_post, temperature, strategy, B, steps):
+    model_dir, ref = model
+    params = dict(temperature=temperature, seed=8, max_tokens=2 * B + 3, ignore_eos=True, block_length=B,
+                  denoising_steps=steps, remasking_strategy=strategy, dynamic_threshold=0.2,
+                  editing_threshold=threshold, max_post_steps=max_post)
+    prompts = prompts_of([3, B, B + 5], ref.vocab_rows, seed=2)
+    if ref.config.shifted_logits:
+        path = model_dir / "prompts.jsonl"
+        path.write_text("".join(json.dumps(p) + "\n" for p in prompts))
+        done = run_cli(["generate", "--model", str(model_dir), "--prompts", str(path), "--editing-threshold", "0.5"])
+        assert done.returncode != 0 and "token editing needs a model without shifted logits" in done.stderr
+        return
+    got = compare(model, prompts, params)
+    plain = engine_generate(model_dir, prompts, {k: v for k, v in params.items() if k != "editing_threshold"})
+    if threshold == 0.0 and max_post > 0:  # the edits did happen
+        assert [g["completion_ids"] for g in got] != [p["completion_ids"] for p in plain]
 
 
 @pytest.mark.parametrize("steps", [1, 2, 4])

@@ -29,7 +29,7 @@ def last_layer():
 
 def denoise_forward():
     return (["gather_block_tokens_kernel", "gather_block_tokens_kernel", "embedding_kernel<8>"] + layer()
-            + last_layer() + ["add_rmsnorm_kernel<8>", "nvjet_sm90_tss_lm_head", "sample_masked_positions",
+            + last_layer() + ["add_rmsnorm_kernel<8>", "nvjet_sm90_tss_lm_head", "sample_step_positions",
                               "commit_selected_positions"])
 
 

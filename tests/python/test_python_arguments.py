@@ -31,7 +31,8 @@ def test_the_originals_defaults():
     assert defaults == dict(temperature=1.0, max_tokens=64, ignore_eos=False, block_length=None, denoising_steps=4,
                             dynamic_threshold=0.9, eb_threshold=0.35, topk=0, topp=1.0, repetition_penalty=1.0,
                             remasking_strategy="low_confidence_static", stop_words=None, dynamic_factor=1.0,
-                            seed=None, stop_token_ids=None, stop=None, sub_block_length=0)
+                            seed=None, stop_token_ids=None, stop=None, sub_block_length=0, editing_threshold=None,
+                            max_post_steps=16)
     config = {f.name: f.default for f in dataclasses.fields(Config) if f.name != "model"}
     # max_num_batched_tokens now bounds each forward (the original's 131072 only sized a warm-up).
     assert config == dict(max_num_batched_tokens=16384, max_num_seqs=512, max_model_len=4096,
@@ -77,6 +78,8 @@ def test_sampling_params_map_onto_the_engine():
     p = SamplingParams(temperature=0.5, topk=7, topp=0.8, stop_words=[3, 4], seed=2**64 - 1).to_engine()
     assert (p.temperature, p.top_k, p.top_p, p.seed, p.block_length) == (0.5, 7, pytest.approx(0.8), 2**64 - 1, 0)
     assert (p.sub_block_length, SamplingParams(sub_block_length=2).to_engine().sub_block_length) == (0, 2)
+    editing = SamplingParams(editing_threshold=0.25, max_post_steps=3).to_engine()
+    assert (p.editing_threshold, editing.editing_threshold, p.max_post_steps, editing.max_post_steps) == (None, 0.25, 16, 3)
     # An explicit stop list replaces the model's EOS, as in the original; ignore_eos drops every stop.
     assert (p.ignore_eos, p.stop_token_ids) == (True, [3, 4])
     p = SamplingParams(stop_words=[3], ignore_eos=True).to_engine()
@@ -141,6 +144,9 @@ def test_model_must_be_a_folder(tmp_path):
     (dict(dynamic_factor=0), ValueError, "dynamic_factor"),
     (dict(denoising_steps=0), ValueError, "denoising_steps"),
     (dict(sub_block_length=-1), ValueError, "sub_block_length"),
+    (dict(editing_threshold=1.2), ValueError, "editing_threshold"),
+    (dict(editing_threshold="0.5"), TypeError, "editing_threshold"),
+    (dict(max_post_steps=2000), ValueError, "max_post_steps"),
     (dict(seed=-1), ValueError, "seed"),
     (dict(ignore_eos="yes"), TypeError, "ignore_eos"),
     (dict(stop_words=[1, "2"]), TypeError, "stop_words"),
@@ -158,6 +164,8 @@ def test_bad_sampling_params_name_themselves(kwargs, error, name):
     (SamplingParams(denoising_steps=5), "denoising_steps must be in \\[1, block_length = 4\\]"),
     (SamplingParams(block_length=8), "block_length 8 differs from the engine's block_length 4"),
     (SamplingParams(sub_block_length=3), "sub_block_length must divide block_length = 4"),
+    (SamplingParams(editing_threshold=0.5, sub_block_length=2, denoising_steps=2),
+     "editing_threshold cannot be combined with sub_block_length"),
     (SamplingParams(stop_words=[10**6]), "stop_token_ids: id 1000000 is outside the vocabulary"),
 ])
 def test_sampling_params_the_engine_rejects(llm, params, name):

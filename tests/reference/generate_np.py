@@ -34,7 +34,8 @@ DEFAULT_PARAMS = dict(
     block_length=None, denoising_steps=4, temperature=1.0, top_k=0, top_p=1.0,
     repetition_penalty=1.0, remasking_strategy="low_confidence_static", max_tokens=64,
     stop_token_ids=(), ignore_eos=False, seed=0, diversity_enforce_barrier=-1, epsilon_greedy=0.0,
-    sub_block_length=0, **strategies_np.DEFAULT_THRESHOLDS)
+    sub_block_length=0, editing_threshold=None, max_post_steps=16,
+    **strategies_np.DEFAULT_THRESHOLDS)
 
 
 def resolve_params(params, config):
@@ -58,6 +59,12 @@ def resolve_params(params, config):
     for name, ok, allowed in checks:
         if not ok:
             raise ValueError(f"sampling parameter {name} = {p[name]!r} must be {allowed}")
+    t = p["editing_threshold"]
+    if t is not None and not (0 <= t <= 1 and not config.shifted_logits and p["sub_block_length"] in (0, p["block_length"])):
+        raise ValueError(f"sampling parameter editing_threshold = {t!r} must be in [0, 1], for a model "
+                         "without shifted logits and without sub-blocks")
+    if not 0 <= p["max_post_steps"] <= 1024:
+        raise ValueError(f"sampling parameter max_post_steps = {p['max_post_steps']!r} must be in [0, 1024]")
     b = p["sub_block_length"]
     if b < 0 or (b > 0 and p["block_length"] % b):
         raise ValueError(f"sampling parameter sub_block_length = {b!r} must divide block_length "
@@ -137,11 +144,41 @@ def _denoise_block(model, seq, block, is_masked, p, mask_token_id):
     width = p["sub_block_length"] or B
     for window in range(0, B, width):
         _denoise_window(model, seq, block, is_masked, p, records, sample, range(window, window + width))
+    # Token editing (docs/decoding.md §4): once no mask is left, up to max_post_steps steps that
+    # only edit; the first one that changes nothing ends the block.
+    if p["editing_threshold"] is not None:
+        for _ in range(p["max_post_steps"]):
+            logits = sampling_logits(model, seq.committed, block, seq.num_prefill, B)
+            seq.num_forwards += 1
+            edits = _apply_edits(seq, block, is_masked, p, records, sample, logits)
+            seq.global_step += 1
+            if not edits:
+                break
     return records
 
 
+def _apply_edits(seq, block, is_masked, p, records, sample, logits):
+    """Token editing of one step: every committed completion position of the block whose sample
+    is more confident than editing_threshold and differs takes it. Judged on the block before the
+    step's commits (call it first); returns the edited positions."""
+    if p["editing_threshold"] is None:
+        return []
+    block_start = len(seq.committed)
+    edited = []
+    for j in range(len(block)):
+        if is_masked[j] or block_start + j < len(seq.prompt):
+            continue
+        candidate = sample(logits[j], j)
+        if candidate.confidence > p["editing_threshold"] and candidate.token != block[j]:
+            block[j] = candidate.token
+            records[j] = (seq.global_step + 1, candidate.logprob, candidate.entropy)
+            edited.append(j)
+    return edited
+
+
 def _denoise_window(model, seq, block, is_masked, p, records, sample, window):
-    """The denoise steps of one sub-block: its masked positions are the candidates."""
+    """The denoise steps of one sub-block: its masked positions are the candidates (and, under
+    token editing, the block's committed completion positions are edited)."""
     B = p["block_length"]
     block_start = len(seq.committed)
     for s, n in enumerate(strategies_np.step_schedule(len(window), p["denoising_steps"])):
@@ -150,6 +187,7 @@ def _denoise_window(model, seq, block, is_masked, p, records, sample, window):
             break  # a sub-block finished by a dynamic strategy (or B = 1's head step) stops early
         logits = sampling_logits(model, seq.committed, block, seq.num_prefill, B)
         seq.num_forwards += 1
+        _apply_edits(seq, block, is_masked, p, records, sample, logits)
         samples = {j: sample(logits[j], j) for j in masked}
         strategy = _step_strategy(p, seq, block_start)
         random_draws = None

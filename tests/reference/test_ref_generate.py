@@ -378,3 +378,36 @@ def test_sub_blocks_commit_left_to_right_with_their_own_steps(tiny_models, arch)
         decode(model, prompt=prompt, sub_block_length=3, **params)
     with pytest.raises(ValueError):
         decode(model, prompt=prompt, sub_block_length=2, **dict(params, denoising_steps=4))
+
+
+@pytest.mark.parametrize("arch", ["sdar", "llada", "llada2_moe"])
+def test_token_editing_rules(tiny_models, arch):
+    # docs/decoding.md §4, token editing. At threshold 1 nothing is ever edited (c > 1 is
+    # impossible): the tokens are those of the plain decode, and each block takes exactly one post
+    # step more, the one that finds nothing to change. At threshold 0 an edit happens wherever the
+    # argmax moves: the tokens differ, and no block takes more than max_post_steps post steps.
+    model = tiny_models[arch]
+    params = dict(block_length=4, denoising_steps=4, max_tokens=12)
+    plain = decode(model, **params)
+    num_blocks = 4  # P = 5 leaves 3 completion positions in the first block: 12 tokens end in the 4th
+    never = decode(model, editing_threshold=1.0, **params)
+    assert never["completion_ids"] == plain["completion_ids"]
+    assert never["num_forwards"] == plain["num_forwards"] + num_blocks
+    assert decode(model, editing_threshold=1.0, max_post_steps=0, **params) == plain
+    eager = decode(model, editing_threshold=0.0, max_post_steps=3, **params)
+    assert eager["completion_ids"] != plain["completion_ids"]
+    assert plain["num_forwards"] < eager["num_forwards"] <= plain["num_forwards"] + 3 * num_blocks
+    # An edited position's trajectory is the step of its last edit: later than any commit of the
+    # plain decode's block, and post steps carry the global step on.
+    assert max(eager["trajectory"]) > max(plain["trajectory"])
+    # The prompt tail in the first block is never edited.
+    assert eager["token_ids"][:len(PROMPT)] == PROMPT
+
+
+def test_token_editing_is_refused_where_it_has_no_meaning(tiny_models):
+    for arch, bad, message in (("fast_dllm_v2", {}, "editing_threshold"),
+                               ("sdar", dict(sub_block_length=2), "editing_threshold"),
+                               ("sdar", dict(editing_threshold=1.5), "editing_threshold"),
+                               ("sdar", dict(max_post_steps=-1), "max_post_steps")):
+        with pytest.raises(ValueError, match=message):
+            decode(tiny_models[arch], **dict(dict(editing_threshold=0.5), **bad))

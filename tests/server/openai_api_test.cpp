@@ -57,6 +57,7 @@ TEST(OpenAiApi, CompletionFieldsBecomeSamplingParams) {
                                    "seed": 11, "stop_token_ids": [5, 6], "ignore_eos": true, "denoising_steps": 2,
                                    "remasking_strategy": "entropy_bounded", "eb_threshold": 0.5, "stream": true,
                                    "diversity_enforce_barrier": 12, "epsilon_greedy": 0.25,
+                                   "editing_threshold": 0.75, "max_post_steps": 5,
                                    "stream_options": {"include_usage": true}, "model": "anything", "user": "ignored", "stop": null, "n": 1})",
                                demo_engine(), {});
   EXPECT_EQ(std::get<std::string>(r.prompts.at(0)), "Hi");
@@ -72,6 +73,8 @@ TEST(OpenAiApi, CompletionFieldsBecomeSamplingParams) {
   EXPECT_EQ(r.params.eb_threshold, 0.5);
   EXPECT_EQ(r.params.diversity_enforce_barrier, 12);
   EXPECT_EQ(r.params.epsilon_greedy, 0.25);
+  EXPECT_EQ(r.params.editing_threshold, 0.75);
+  EXPECT_EQ(r.params.max_post_steps, 5);
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
 }

@@ -1,6 +1,7 @@
 // The decode ops: gather_block_tokens (the block tokens of a step's slots, as forward input)
-// and a denoise step: sample_positions (sample the masked positions of a chunk of logits rows)
-// and commit_step (apply each row's strategy to its samples, commit).
+// and a denoise step: sample_positions (sample the positions of a chunk of logits rows: masked
+// candidates, and edit candidates under token editing) and commit_step (apply the edits, then
+// each row's strategy to its samples, commit).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -36,7 +37,7 @@ int candidates_end(const StepRow& r, int B) { return std::clamp(r.candidates_end
 
 // Rejects rows that would make the loops below read or write out of bounds, or that break
 // StepRow's contract (each row's logits rows follow the previous row's). With num_logits >= 0,
-// every masked position must also have one of the step's logits rows.
+// every position with a logits row (has_logits_row) must also have one of the step's rows.
 void validate_rows(const char* op, const std::vector<StepRow>& rows, const DecodeState& st, int64_t num_logits) {
   const int B = st.block_length, V = st.vocab;
   std::vector<bool> used(st.num_slots, false);
@@ -54,14 +55,22 @@ void validate_rows(const char* op, const std::vector<StepRow>& rows, const Decod
     JET_CHECK(strategy >= 0 && strategy <= static_cast<int>(Strategy::EntropyBounded), op, ": slot ", slot,
               " has an invalid strategy value ", strategy);
     const int32_t* block = st.tokens.ptr<int32_t>() + int64_t{slot} * B;
-    const int64_t candidates =
-        std::count(block + candidates_begin(rows[i], B), block + candidates_end(rows[i], B), p.mask_id);
+    int64_t with_rows = 0;
+    for (int j = 0; j < B; ++j) with_rows += has_logits_row(rows[i], j, block[j] == p.mask_id);
     JET_CHECK(rows[i].logits_row0 >= next_free, op, ": row ", i, " starts at logits row ", rows[i].logits_row0,
-              ", before row ", next_free, " where the previous rows' candidates end");
-    next_free = rows[i].logits_row0 + candidates;
+              ", before row ", next_free, " where the previous rows' positions end");
+    next_free = rows[i].logits_row0 + with_rows;
     JET_CHECK(num_logits < 0 || next_free <= num_logits, op, ": row ", i, " needs logits rows [", rows[i].logits_row0,
-              ", ", next_free, ") for its candidates, got ", num_logits, " rows");
+              ", ", next_free, ") for its positions, got ", num_logits, " rows");
   }
+}
+
+// Position `at` of the block state takes sample s at the step after global_step.
+void record(DecodeState& st, int64_t at, const PositionSample& s, int32_t global_step) {
+  st.tokens.ptr<int32_t>()[at] = s.token;
+  st.trajectory.ptr<int32_t>()[at] = global_step + 1;
+  st.logprobs.ptr<float>()[at] = s.logprob;
+  st.entropies.ptr<float>()[at] = s.entropy;
 }
 
 std::vector<StepRow> step_rows(const char* op, const Tensor& rows_bytes, int num_rows) {
@@ -84,20 +93,20 @@ void CpuBackend::sample_positions(const Tensor& logits, int64_t first_row, const
   const int32_t* tokens = st.tokens.ptr<int32_t>();
   auto* samples = reinterpret_cast<PositionSample*>(st.samples.data);
 
-  // The k-th candidate of row i has logits row rows[i].logits_row0 + k; this call holds rows
-  // [first_row, end).
-  struct Masked {
+  // The k-th position of row i with a logits row has logits row rows[i].logits_row0 + k; this
+  // call holds rows [first_row, end).
+  struct Sampled {
     int i, j;
     int64_t logits_row;
   };
   const int64_t end = first_row + logits.dim(0);
-  std::vector<Masked> masked;
+  std::vector<Sampled> sampled;
   for (int i = 0; i < num_rows; ++i) {
     const SlotParams& p = params[rows[i].slot];
     int64_t logits_row = rows[i].logits_row0;
-    for (int j = candidates_begin(rows[i], B); j < candidates_end(rows[i], B) && logits_row < end; ++j) {
-      if (tokens[int64_t{rows[i].slot} * B + j] != p.mask_id) continue;
-      if (logits_row >= first_row) masked.push_back({i, j, logits_row});
+    for (int j = 0; j < B && logits_row < end; ++j) {
+      if (!has_logits_row(rows[i], j, tokens[int64_t{rows[i].slot} * B + j] == p.mask_id)) continue;
+      if (logits_row >= first_row) sampled.push_back({i, j, logits_row});
       ++logits_row;
     }
   }
@@ -105,10 +114,10 @@ void CpuBackend::sample_positions(const Tensor& logits, int64_t first_row, const
   {
     std::vector<float> row_copy(V);
 #pragma omp for schedule(dynamic, 1)
-    for (size_t m = 0; m < masked.size(); ++m) {
-      const StepRow& r = rows[masked[m].i];
-      const int j = masked[m].j;
-      std::copy_n(logits.ptr<float>() + (masked[m].logits_row - first_row) * V, V, row_copy.data());
+    for (size_t m = 0; m < sampled.size(); ++m) {
+      const StepRow& r = rows[sampled[m].i];
+      const int j = sampled[m].j;
+      std::copy_n(logits.ptr<float>() + (sampled[m].logits_row - first_row) * V, V, row_copy.data());
       const uint32_t* seen = st.seen.ptr<uint32_t>() + int64_t{r.slot} * st.seen_words;
       samples[int64_t{r.slot} * B + j] =
           sample_position(row_copy.data(), V, params[r.slot], seen, r.position0 + j, r.global_step);
@@ -124,13 +133,21 @@ void CpuBackend::commit_step(const Tensor& rows_bytes, int num_rows, int64_t num
   int32_t* tokens = st.tokens.ptr<int32_t>();
   const auto* samples = reinterpret_cast<const PositionSample*>(st.samples.data);
 
-  // Per row: the strategy picks among the candidates, the picked ones are committed.
+  // Per row: the committed positions its samples edit are rewritten (judged before anything of
+  // this step is committed), then the strategy picks among the candidates, the picked ones are
+  // committed.
 #pragma omp parallel for num_threads(thread_count())
   for (int i = 0; i < num_rows; ++i) {
     const StepRow& r = rows[i];
     const SlotParams& p = params[r.slot];
     const Strategy strategy = step_strategy(p, r);
     const int64_t base = int64_t{r.slot} * B;
+    int32_t edits = 0;
+    for (int j = std::max(r.edits_begin, 0); j < B; ++j) {
+      if (tokens[base + j] == p.mask_id || !edits_token(p, samples[base + j], tokens[base + j])) continue;
+      record(st, base + j, samples[base + j], r.global_step);
+      ++edits;
+    }
     std::vector<PositionScore> scores;
     for (int j = candidates_begin(r, B); j < candidates_end(r, B); ++j) {
       if (tokens[base + j] != p.mask_id) continue;
@@ -142,14 +159,9 @@ void CpuBackend::commit_step(const Tensor& rows_bytes, int num_rows, int64_t num
       scores.push_back({j, s.confidence, s.entropy, s.margin, random});
     }
     const std::vector<int> chosen = select_positions(strategy, scores, r.n_sched, r.is_last != 0, p, B);
-    for (int j : chosen) {
-      const PositionSample& s = samples[base + j];
-      tokens[base + j] = s.token;
-      st.trajectory.ptr<int32_t>()[base + j] = r.global_step + 1;
-      st.logprobs.ptr<float>()[base + j] = s.logprob;
-      st.entropies.ptr<float>()[base + j] = s.entropy;
-    }
+    for (int j : chosen) record(st, base + j, samples[base + j], r.global_step);
     st.masks_left.ptr<int32_t>()[r.slot] -= static_cast<int32_t>(chosen.size());
+    st.changes.ptr<int32_t>()[r.slot] = static_cast<int32_t>(chosen.size()) + edits;
   }
 }
 

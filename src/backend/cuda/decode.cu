@@ -1,10 +1,11 @@
 // CudaBackend's denoise step (docs/decoding.md §3-4) in two ops. sample_positions: one thread
-// block per logits row finds the masked (row, position) it belongs to (StepRow::logits_row0 + the
-// masked positions before it) and samples it (decode_sampler.cuh) into the decode state's samples.
-// commit_step: one thread block per row gathers its block's masked positions in position order
-// with their ranking keys, ranks them with the step's strategy (sampling/remasking_rules.h, the
-// rules the CPU backend uses too) and commits the chosen ones; any block length, its working
-// space the decode state's ranking tensor. Nothing waits for the device: rows are validated
+// block per logits row finds the (row, position) it belongs to (StepRow::logits_row0 + the
+// positions with logits rows before it) and samples it (decode_sampler.cuh) into the decode
+// state's samples. commit_step: one thread block per row rewrites the committed positions its
+// samples edit (token editing), gathers its block's masked candidates in position order with
+// their ranking keys, ranks them with the step's strategy (sampling/remasking_rules.h, the rules
+// the CPU backend uses too) and commits the chosen ones; any block length, its working space the
+// decode state's ranking tensor. Nothing waits for the device: rows are validated
 // there, and a bad row is skipped and reported by the next denoise-step call (see RowFault).
 #include <cstdint>
 #include <cub/block/block_scan.cuh>
@@ -69,6 +70,7 @@ struct StepArgs {
   float* logprobs;
   float* entropies;
   int32_t* masks_left;
+  int32_t* changes;
   PositionSample* samples;  // [slots, B]
   int32_t* ranking;         // [slots, 6 B]
   uint64_t* fault;
@@ -87,19 +89,24 @@ struct SampleShared {
 __device__ int candidates_begin(const StepRow& r, int B) { return min(max(r.candidates_begin, 0), B); }
 __device__ int candidates_end(const StepRow& r, int B) { return min(max(r.candidates_end, candidates_begin(r, B)), B); }
 
-// The block position of the n-th masked token of `block`'s first B (n from 0), or -1; every
-// thread gets it.
+// The first block position that may have a logits row: candidates, then edit candidates.
+__device__ int first_sampled(const StepRow& r, int B) {
+  return min(candidates_begin(r, B), min(max(r.edits_begin, 0), B));
+}
+
+// The block position of the n-th position of row r with a logits row (has_logits_row; n from 0),
+// or -1; every thread gets it.
 template <int kThreads, typename Scan>
-__device__ int nth_masked_position(const int32_t* block, int B, int32_t mask_id, int64_t n, Scan& scan_storage,
-                                   int& found) {
+__device__ int nth_sampled_position(const int32_t* block, const StepRow& r, int B, int32_t mask_id, int64_t n,
+                                    Scan& scan_storage, int& found) {
   if (threadIdx.x == 0) found = -1;
-  int64_t before = 0;  // masked positions in the chunks already scanned
-  for (int chunk = 0; chunk < B; chunk += kThreads) {
+  int64_t before = 0;  // such positions in the chunks already scanned
+  for (int chunk = first_sampled(r, B); chunk < B; chunk += kThreads) {
     const int j = chunk + threadIdx.x;
-    const int masked = j < B && block[j] == mask_id;
+    const int sampled = j < B && has_logits_row(r, j, block[j] == mask_id);
     int prefix = 0, total = 0;
-    cub::BlockScan<int, kThreads>(scan_storage).ExclusiveSum(masked, prefix, total);
-    if (masked && before + prefix == n) found = j;
+    cub::BlockScan<int, kThreads>(scan_storage).ExclusiveSum(sampled, prefix, total);
+    if (sampled && before + prefix == n) found = j;
     before += total;
     __syncthreads();  // `found` is set, and the scan storage free again
     if (before > n) break;
@@ -107,8 +114,9 @@ __device__ int nth_masked_position(const int32_t* block, int B, int32_t mask_id,
   return found;
 }
 
-// Thread block b samples the masked position of logits row first_row + b, if it has one.
-__global__ void __launch_bounds__(kSampleThreads, 2) sample_masked_positions(const StepArgs a) {
+// Thread block b samples the position of logits row first_row + b (a masked or an edit
+// candidate), if it has one.
+__global__ void __launch_bounds__(kSampleThreads, 2) sample_step_positions(const StepArgs a) {
   await_previous_kernel();
   __shared__ SampleShared sm;
   const int64_t k = a.first_row + blockIdx.x;
@@ -128,30 +136,28 @@ __global__ void __launch_bounds__(kSampleThreads, 2) sample_masked_positions(con
   if (r.slot < 0 || r.slot >= a.num_slots) return;  // the commit kernel reports it
   const SlotParams& p = a.params[r.slot];
   const int B = a.block_length;
-  const int begin = candidates_begin(r, B);
-  const int in_window =
-      nth_masked_position<kSampleThreads>(a.tokens + int64_t{r.slot} * B + begin, candidates_end(r, B) - begin,
-                                          p.mask_id, k - r.logits_row0, sm.scan, sm.position);
-  if (in_window < 0) return;
-  const int j = begin + in_window;  // padding, or a row whose logits rows overlap the next (reported there)
+  const int j = nth_sampled_position<kSampleThreads>(a.tokens + int64_t{r.slot} * B, r, B, p.mask_id, k - r.logits_row0,
+                                                     sm.scan, sm.position);
+  if (j < 0) return;  // padding, or a row whose logits rows overlap the next (reported there)
   const uint32_t* seen = p.repetition_penalty != 1.0f ? a.seen + int64_t{r.slot} * a.seen_words : nullptr;
   const float* logits = a.logits + int64_t{blockIdx.x} * a.vocab;
   const PositionSample c = sample_position(logits, a.vocab, p, seen, r.position0 + j, r.global_step, sm.sampler);
   if (threadIdx.x == 0) a.samples[int64_t{r.slot} * B + j] = c;
 }
 
-__device__ int count_masked(const int32_t* block, int B, int32_t mask_id) {
+// The positions of row r with logits rows (has_logits_row).
+__device__ int count_sampled(const int32_t* block, const StepRow& r, int B, int32_t mask_id) {
   int count = 0;
-  for (int chunk = 0; chunk < B; chunk += kCommitThreads) {
+  for (int chunk = first_sampled(r, B); chunk < B; chunk += kCommitThreads) {
     const int j = chunk + threadIdx.x;
-    count += __syncthreads_count(j < B && block[j] == mask_id);
+    count += __syncthreads_count(j < B && has_logits_row(r, j, block[j] == mask_id));
   }
   return count;
 }
 
 // What the CPU backend rejects up front; here the row's thread block finds it (all threads call
-// this). num_masked: the row's candidates, when there is no fault.
-__device__ RowFault find_row_fault(const StepArgs& a, int i, const StepRow& r, int& num_masked) {
+// this).
+__device__ RowFault find_row_fault(const StepArgs& a, int i, const StepRow& r) {
   if (r.slot < 0 || r.slot >= a.num_slots) return RowFault::SlotOutOfRange;
   bool repeated = false;
   for (int k = threadIdx.x; k < i; k += kCommitThreads) repeated |= a.rows[k].slot == r.slot;
@@ -161,19 +167,24 @@ __device__ RowFault find_row_fault(const StepArgs& a, int i, const StepRow& r, i
   const int strategy = static_cast<int>(p.strategy);
   if (strategy < 0 || strategy > static_cast<int>(Strategy::EntropyBounded)) return RowFault::BadStrategy;
   const int B = a.block_length;
-  num_masked = count_masked(a.tokens + int64_t{r.slot} * B + candidates_begin(r, B),
-                            candidates_end(r, B) - candidates_begin(r, B), p.mask_id);
-  if (r.logits_row0 < 0 || int64_t{r.logits_row0} + num_masked > a.num_logits) return RowFault::LogitsOutOfRange;
+  const int num_sampled = count_sampled(a.tokens + int64_t{r.slot} * B, r, B, p.mask_id);
+  if (r.logits_row0 < 0 || int64_t{r.logits_row0} + num_sampled > a.num_logits) return RowFault::LogitsOutOfRange;
   if (i > 0) {  // its logits rows must follow the previous row's
     const StepRow& prev = a.rows[i - 1];
     if (prev.slot >= 0 && prev.slot < a.num_slots) {
-      const int32_t prev_mask = a.params[prev.slot].mask_id;
-      const int prev_masked = count_masked(a.tokens + int64_t{prev.slot} * B + candidates_begin(prev, B),
-                                           candidates_end(prev, B) - candidates_begin(prev, B), prev_mask);
-      if (r.logits_row0 < int64_t{prev.logits_row0} + prev_masked) return RowFault::LogitsOutOfRange;
+      const int prev_sampled = count_sampled(a.tokens + int64_t{prev.slot} * B, prev, B, a.params[prev.slot].mask_id);
+      if (r.logits_row0 < int64_t{prev.logits_row0} + prev_sampled) return RowFault::LogitsOutOfRange;
     }
   }
   return RowFault::None;
+}
+
+// Position `at` of the block state takes sample c at the step after global_step.
+__device__ void record(const StepArgs& a, int64_t at, const PositionSample& c, int global_step) {
+  a.tokens[at] = c.token;
+  a.trajectory[at] = global_step + 1;
+  a.logprobs[at] = c.logprob;
+  a.entropies[at] = c.entropy;
 }
 
 struct CommitShared {
@@ -189,8 +200,7 @@ __global__ void __launch_bounds__(kCommitThreads) commit_selected_positions(cons
   __shared__ CommitShared sm;
   const int i = blockIdx.x;
   const StepRow r = a.rows[i];
-  int num_masked = 0;
-  const RowFault fault = find_row_fault(a, i, r, num_masked);
+  const RowFault fault = find_row_fault(a, i, r);
   if (fault != RowFault::None) {
     if (threadIdx.x == 0) *static_cast<volatile uint64_t*>(a.fault) = encode_fault(fault, i, r.slot);
     return;
@@ -199,6 +209,18 @@ __global__ void __launch_bounds__(kCommitThreads) commit_selected_positions(cons
   const Strategy strategy = step_strategy(p, r);
   const int B = a.block_length;
   const int64_t base = int64_t{r.slot} * B;
+
+  // Token editing, judged on the block before anything of this step is committed (edits keep a
+  // position unmasked, so the candidates below are the same either way).
+  int edits = 0;
+  for (int chunk = max(r.edits_begin, 0); chunk < B; chunk += kCommitThreads) {
+    const int j = chunk + threadIdx.x;
+    const bool edit =
+        j < B && a.tokens[base + j] != p.mask_id && edits_token(p, a.samples[base + j], a.tokens[base + j]);
+    edits += __syncthreads_count(edit);
+    if (edit) record(a, base + j, a.samples[base + j], r.global_step);
+  }
+  __syncthreads();
   int32_t* space = a.ranking + 6 * base;
   auto* keys = reinterpret_cast<double*>(space);
   int32_t* where = space + 2 * B;
@@ -208,7 +230,7 @@ __global__ void __launch_bounds__(kCommitThreads) commit_selected_positions(cons
 
   // The candidates in position order, with their keys.
   const int begin = candidates_begin(r, B), end = candidates_end(r, B);
-  int gathered = 0;
+  int gathered = 0;  // ends as the number of candidates
   for (int chunk = begin; chunk < end; chunk += kCommitThreads) {
     const int j = chunk + threadIdx.x;
     const int masked = j < end && a.tokens[base + j] == p.mask_id;
@@ -226,6 +248,7 @@ __global__ void __launch_bounds__(kCommitThreads) commit_selected_positions(cons
     gathered += total;
     __syncthreads();  // the scan storage is free again; the keys are visible to the block
   }
+  const int num_masked = gathered;
 
   // rank = how many masked positions order before this one (ties: the lower position); the last
   // step takes them all.
@@ -254,14 +277,12 @@ __global__ void __launch_bounds__(kCommitThreads) commit_selected_positions(cons
 
   for (int m = threadIdx.x; m < num_masked; m += kCommitThreads) {
     if (!r.is_last && rank[m] >= take) continue;
-    const int64_t at = base + where[m];
-    const PositionSample& c = a.samples[at];
-    a.tokens[at] = c.token;
-    a.trajectory[at] = r.global_step + 1;
-    a.logprobs[at] = c.logprob;
-    a.entropies[at] = c.entropy;
+    record(a, base + where[m], a.samples[base + where[m]], r.global_step);
   }
-  if (threadIdx.x == 0) a.masks_left[r.slot] -= take;
+  if (threadIdx.x == 0) {
+    a.masks_left[r.slot] -= take;
+    a.changes[r.slot] = take + edits;
+  }
 }
 
 std::string shape_string(const Tensor& t) {
@@ -292,6 +313,7 @@ StepArgs step_args(const Tensor& rows, int num_rows, DecodeState& st) {
   a.logprobs = st.logprobs.ptr<float>();
   a.entropies = st.entropies.ptr<float>();
   a.masks_left = st.masks_left.ptr<int32_t>();
+  a.changes = st.changes.ptr<int32_t>();
   a.samples = reinterpret_cast<PositionSample*>(st.samples.data);
   a.ranking = st.ranking.ptr<int32_t>();
   a.fault = fault_word().device;
@@ -344,8 +366,8 @@ void CudaBackend::sample_positions(const Tensor& logits, int64_t first_row, cons
   a.logits = logits.ptr<float>();
   a.first_row = first_row;
   a.logits_rows = logits.dim(0);
-  launch_kernel("sample_masked_positions", sample_masked_positions, static_cast<unsigned>(logits.dim(0)),
-                kSampleThreads, 0, stream(), a);
+  launch_kernel("sample_step_positions", sample_step_positions, static_cast<unsigned>(logits.dim(0)), kSampleThreads, 0,
+                stream(), a);
 }
 
 void CudaBackend::commit_step(const Tensor& rows, int num_rows, int64_t num_logits, DecodeState& st) {
