@@ -48,7 +48,9 @@ std::string join(const std::vector<int64_t>& ids) {
 
 void print_text(const ModelInspection& x) {
   std::printf("model:           %s\n", x.dir.c_str());
-  std::printf("model_type:      %s (%s attention%s)\n", x.model_type.c_str(),
+  // A family known by its architectures entry keeps its base model's model_type: name both.
+  const std::string family = x.family != x.model_type ? x.family + ", " : "";
+  std::printf("model_type:      %s (%s%s attention%s)\n", x.model_type.c_str(), family.c_str(),
               x.block_causal ? "block-causal" : "bidirectional", x.qk_norm ? ", qk-norm" : "");
   std::printf("layers:          %lld\n", static_cast<long long>(x.layers));
   std::printf("hidden:          %lld\n", static_cast<long long>(x.hidden));

@@ -13,7 +13,7 @@ namespace jet {
 struct ModelInspection {
   std::string dir;
   std::string model_type;  // as config.json writes it
-  std::string family;      // "sdar", "sdar_moe", "llada"
+  std::string family;      // "sdar", "sdar_moe", "llada", ..., "EfficientDLM" (model/model_config.h family_name)
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0;
   int64_t experts = 0, experts_per_token = 0, moe_intermediate = 0;
   int64_t vocab = 0, max_positions = 0, block_size = 0, mask_token_id = 0;

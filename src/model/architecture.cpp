@@ -7,15 +7,15 @@
 namespace jet {
 
 const std::vector<const Architecture*>& architectures() {
-  static const std::vector<const Architecture*> all = {&sdar_architecture(),  &sdar_moe_architecture(),
-                                                       &llada_architecture(), &fast_dllm_v2_architecture(),
-                                                       &dream_architecture(), &llada2_moe_architecture()};
+  static const std::vector<const Architecture*> all = {
+      &sdar_architecture(),  &sdar_moe_architecture(),   &llada_architecture(),        &fast_dllm_v2_architecture(),
+      &dream_architecture(), &llada2_moe_architecture(), &efficient_dlm_architecture()};
   return all;
 }
 
 const Architecture* find_architecture(const std::string& model_type) {
   for (const Architecture* a : architectures()) {
-    if (model_type == a->model_type) return a;
+    if (!a->model_type_is_base && model_type == a->model_type) return a;
   }
   return nullptr;
 }
@@ -36,7 +36,9 @@ const Architecture& architecture_of(ModelFamily family) {
 
 std::string supported_model_types() {
   std::string out;
-  for (const Architecture* a : architectures()) out += (out.empty() ? "" : ", ") + std::string(a->model_type);
+  for (const Architecture* a : architectures()) {
+    out += (out.empty() ? "" : ", ") + std::string(a->model_type_is_base ? a->hf_architecture : a->model_type);
+  }
   return out;
 }
 

@@ -65,10 +65,14 @@ struct Architecture {
   // Whether a checkpoint without config.json's block_size takes it from a "-bN" in its name
   // (JetLM publishes SDAR-4B-Chat-b64 and its kin with the config of the block-4 model).
   bool block_size_from_name = false;
+  // model_type is the autoregressive base model's ("qwen3"), which plain Qwen3 checkpoints share:
+  // only the `architectures` entry identifies this architecture, and its name is the family's.
+  bool model_type_is_base = false;
 };
 
 // Every supported architecture, and the lookups by config.json's keys and by family.
 const std::vector<const Architecture*>& architectures();
+// find_architecture skips the architectures whose model_type is their base model's.
 const Architecture* find_architecture(const std::string& model_type);               // nullptr if unknown
 const Architecture* find_architecture_by_hf_name(const std::string& architecture);  // nullptr if unknown
 const Architecture& architecture_of(ModelFamily family);

@@ -12,10 +12,11 @@
 
 namespace jet {
 
-enum class ModelFamily { SDAR, SDAR_MOE, LLADA, FAST_DLLM_V2, DREAM, LLADA2_MOE };
+enum class ModelFamily { SDAR, SDAR_MOE, LLADA, FAST_DLLM_V2, DREAM, LLADA2_MOE, EFFICIENT_DLM };
 
 // config.json's model_type of the family: "sdar", "sdar_moe", "llada", "Fast_dLLM_Qwen", "Dream",
-// "llada2_moe".
+// "llada2_moe"; for a family whose model_type is its base model's, its architectures entry
+// ("EfficientDLM").
 std::string_view family_name(ModelFamily family);
 
 struct ModelConfig {

@@ -408,6 +408,27 @@ TEST(ModelConfig, ReadsDream) {
   EXPECT_EQ(load(with(dream_7b_config(), "head_dim", 128)).head_dim, 128);
 }
 
+TEST(ModelConfig, ReadsEfficientDlmByItsArchitecture) {
+  // Efficient-DLM keeps Qwen3's model_type; its architectures entry names it.
+  Json config = without(without(sdar_4b_config(), "block_size"), "mask_token_id");
+  config["model_type"] = "qwen3";
+  config["architectures"] = {"EfficientDLM"};
+  const ModelConfig c = load(config);
+  EXPECT_EQ(c.family, ModelFamily::EFFICIENT_DLM);
+  EXPECT_EQ(c.model_type, "qwen3");
+  EXPECT_EQ(family_name(c.family), "EfficientDLM");
+  EXPECT_TRUE(c.block_causal && c.qk_norm);
+  EXPECT_FALSE(c.shifted_logits);
+  EXPECT_EQ(c.block_size, 32);
+  EXPECT_EQ(c.mask_token_id, 151662);
+  EXPECT_EQ(load(with(with(config, "block_size", 64), "mask_token_id", 151669)).block_size, 64);
+  // A plain Qwen3 is no diffusion model; an EfficientDLM entry with another model_type is a contradiction.
+  expect_error([&] { load(with(config, "architectures", Json::array({"Qwen3ForCausalLM"}))); },
+               {"unsupported model_type 'qwen3'", "EfficientDLM"});
+  expect_error([&] { load(with(config, "model_type", "sdar")); },
+               {"architectures names EfficientDLM, whose model_type is 'qwen3', but model_type is 'sdar'"});
+}
+
 TEST(ModelConfig, RefusesWhatQwen2FamiliesDoNotImplement) {
   expect_error([] { load(with(fast_dllm_v2_7b_config(), "use_sliding_window", true)); },
                {"use_sliding_window = true", "not supported"});

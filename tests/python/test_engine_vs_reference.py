@@ -267,3 +267,28 @@ def test_max_model_len_ends_with_length(model):
     got = compare(model, prompts, dict(temperature=0, max_tokens=64, ignore_eos=True), max_model_len=24,
                   engine_args=["--max-model-len", "24"])
     assert got[0]["finish_reason"] == "length" and len(got[0]["token_ids"]) <= 24
+
+
+# Efficient-DLM (NVIDIA): SDAR's network under its base model's model_type "qwen3", known by its
+# architectures entry alone; no shift, block 32 and mask 151662 when config.json names none
+# (a Qwen3-vocabulary tiny model holds that id). A plain Qwen3 config stays refused.
+def test_efficient_dlm_decodes_as_the_reference(tmp_path):
+    model_dir = tmp_path / "Efficient-DLM-tiny"
+    make_tiny_model("sdar", model_dir, 7, "--vocab", "qwen3")
+    config = json.loads((model_dir / "config.json").read_text())
+    for key in ("block_size", "mask_token_id", "auto_map"):
+        config.pop(key)
+    (model_dir / "config.json").write_text(json.dumps(dict(config, model_type="qwen3", architectures=["EfficientDLM"])))
+    done = run_cli(["inspect", "--model", model_dir])
+    assert "model_type:      qwen3 (EfficientDLM, block-causal attention, qk-norm)" in done.stdout, done.stdout
+    assert "block size:      32 (from the family's default: config.json has no block_size)" in done.stdout
+    assert "mask token:      151662" in done.stdout
+    ref = ReferenceModel.from_dir(str(model_dir))
+    assert (ref.config.family, ref.config.mask_token_id, ref.config.block_size) == ("efficient_dlm", 151662, 32)
+    prompts = prompts_of([5, 32, 40], ref.vocab_rows, seed=3)
+    compare((model_dir, ref), prompts, dict(temperature=0, max_tokens=40, ignore_eos=True, block_length=32,
+                                            denoising_steps=8, remasking_strategy="low_confidence_dynamic"))
+    (model_dir / "config.json").write_text(json.dumps(dict(config, model_type="qwen3",
+                                                           architectures=["Qwen3ForCausalLM"])))
+    done = run_cli(["inspect", "--model", model_dir])
+    assert done.returncode != 0 and "unsupported model_type 'qwen3'" in done.stderr, done.stderr

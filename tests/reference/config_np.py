@@ -21,16 +21,19 @@ _FAMILY_BY_ARCHITECTURE = {
     "SDARForCausalLM": "sdar", "SDARMoeForCausalLM": "sdar_moe", "LLaDAModelLM": "llada",
     "Fast_dLLM_QwenForCausalLM": "fast_dllm_v2", "DreamModel": "dream",
     "LLaDA2MoeModelLM": "llada2_moe",
+    # Efficient-DLM keeps its base model's model_type ("qwen3"): the architecture names it.
+    "EfficientDLM": "efficient_dlm",
 }
 # Used when config.json has no mask_token_id (the SDAR and Fast-dLLM v2 HF configs lack it,
 # models.md §1.1; Fast-dLLM v2's generation code adds its mask token after Qwen2.5's 151665 ids).
 _DEFAULT_MASK_TOKEN_ID = {"sdar": 151669, "sdar_moe": 151669, "llada": 126336,
-                          "fast_dllm_v2": 151665, "dream": 151666, "llada2_moe": 156895}
+                          "fast_dllm_v2": 151665, "dream": 151666, "llada2_moe": 156895,
+                          "efficient_dlm": 151662}
 # Used when neither generation_config.json nor config.json names an EOS: Qwen2.5's <|im_end|>
 # and <|endoftext|> for Fast-dLLM v2 (an instruct model), <|endoftext|> for Dream, LLaDA2's
 # <|endoftext|> (156892).
 _DEFAULT_EOS_TOKEN_IDS = {"fast_dllm_v2": (151645, 151643), "dream": (151643,),
-                          "llada2_moe": (156892,)}
+                          "llada2_moe": (156892,), "efficient_dlm": (151645, 151643)}
 # Block length when config.json has none: Fast-dLLM v2's bd_size default, and a default only for
 # Dream, which trains on whole sequences (like LLaDA, whose configs have no such key).
 _QWEN2_DEFAULT_BLOCK = 32
@@ -92,7 +95,7 @@ def _family(config, path):
         raise ValueError(f"{path}: unknown architecture (model_type "
                          f"{config.get('model_type')!r}, architectures "
                          f"{config.get('architectures')!r}); expected sdar, sdar_moe, llada, "
-                         f"Fast_dLLM_Qwen, Dream or llada2_moe")
+                         f"Fast_dLLM_Qwen, Dream, llada2_moe or EfficientDLM")
     return family
 
 
@@ -128,7 +131,7 @@ def _sdar_fields(config, path, family):
         num_experts_per_tok=int(config.get("num_experts_per_tok", 0)),
         moe_intermediate_size=int(config.get("moe_intermediate_size", 0)),
         norm_topk_prob=bool(config.get("norm_topk_prob", False)),
-        block_size=config.get("block_size"),
+        block_size=config.get("block_size") or (32 if family == "efficient_dlm" else None),
         max_positions=config.get("max_position_embeddings"))
 
 

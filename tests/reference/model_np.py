@@ -228,7 +228,7 @@ _NAMES = {
                   v="v_proj.weight", o="attn_out.weight", mlp_norm="ff_norm.weight",
                   gate="ff_proj.weight", up="up_proj.weight", down="ff_out.weight"),
 }
-_NAMES["sdar_moe"] = _NAMES["sdar"]
+_NAMES["sdar_moe"] = _NAMES["efficient_dlm"] = _NAMES["sdar"]
 # Qwen2 (Fast-dLLM v2, Dream): SDAR's names without q/k norms, plus the q/k/v biases.
 _NAMES["fast_dllm_v2"] = _NAMES["dream"] = dict(
     {k: v for k, v in _NAMES["sdar"].items() if k not in ("q_norm", "k_norm")},

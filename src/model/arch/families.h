@@ -7,12 +7,13 @@
 
 namespace jet {
 
-const Architecture& sdar_architecture();          // sdar.cpp
-const Architecture& sdar_moe_architecture();      // sdar_moe.cpp
-const Architecture& llada_architecture();         // llada.cpp
-const Architecture& fast_dllm_v2_architecture();  // fast_dllm_v2.cpp
-const Architecture& dream_architecture();         // dream.cpp
-const Architecture& llada2_moe_architecture();    // llada2_moe.cpp
+const Architecture& sdar_architecture();           // sdar.cpp
+const Architecture& sdar_moe_architecture();       // sdar_moe.cpp
+const Architecture& llada_architecture();          // llada.cpp
+const Architecture& fast_dllm_v2_architecture();   // fast_dllm_v2.cpp
+const Architecture& dream_architecture();          // dream.cpp
+const Architecture& llada2_moe_architecture();     // llada2_moe.cpp
+const Architecture& efficient_dlm_architecture();  // efficient_dlm.cpp
 
 // SDAR's dense Qwen3 keys (sizes, norms, RoPE, block size, mask id), which SDAR-MoE reads too.
 void read_qwen3_keys(const JsonObject& config, ModelConfig& c);
