@@ -22,14 +22,14 @@ namespace {
 constexpr const char* kTokenizeUsage =
     "usage: jetengine tokenize --model DIR [--jsonl] [--add-special-tokens]\n"
     "  Reads UTF-8 text from stdin and prints its token ids as one JSON array.\n"
-    "  --model DIR            a HuggingFace folder with tokenizer.json (and tokenizer_config.json)\n"
+    "  --model DIR            a HuggingFace folder with tokenizer.json, or Qwen2's vocab.json + merges.txt\n"
     "  --jsonl                each input line is a JSON string; prints one JSON array per line\n"
     "  --add-special-tokens   add the tokenizer's template tokens such as BOS (none for Qwen3/SDAR)\n";
 
 constexpr const char* kDetokenizeUsage =
     "usage: jetengine detokenize --model DIR [--jsonl] [--skip-special-tokens]\n"
     "  Reads a JSON array of token ids from stdin and prints the text they decode to.\n"
-    "  --model DIR             a HuggingFace folder with tokenizer.json (and tokenizer_config.json)\n"
+    "  --model DIR             a HuggingFace folder with tokenizer.json, or Qwen2's vocab.json + merges.txt\n"
     "  --jsonl                 each input line is a JSON array; prints one JSON string per line\n"
     "                          (non-ASCII characters written as \\uXXXX escapes)\n"
     "  --skip-special-tokens   leave special tokens (<|im_start|>, ...) out of the text\n"

@@ -17,7 +17,9 @@ class Tokenizer {
   static Tokenizer from_file(const std::string& tokenizer_json);
   // Loads DIR/tokenizer.json and, if present, DIR/tokenizer_config.json: tokens of its
   // added_tokens_decoder missing from tokenizer.json are added (SDAR's <|MASK|>), and its
-  // eos_token / bos_token / pad_token name the ids eos_id() / bos_id() / pad_id().
+  // eos_token / bos_token / pad_token name the ids eos_id() / bos_id() / pad_id(). A folder
+  // without tokenizer.json whose tokenizer_class is Qwen2's (or Dream's) is read from its
+  // vocab.json and merges.txt instead, as transformers converts them.
   static Tokenizer from_dir(const std::string& dir);
 
   Tokenizer(Tokenizer&&) noexcept;
@@ -54,6 +56,7 @@ class Tokenizer {
  private:
   struct Impl;
   explicit Tokenizer(std::unique_ptr<Impl> impl);
+  friend struct TokenizerBuilder;  // src/tokenizer/tokenizer_loader.cpp
   std::unique_ptr<Impl> impl_;
   friend class IncrementalDecoder;
 };

@@ -1,5 +1,7 @@
-// Building a jet::Tokenizer from tokenizer.json (+ tokenizer_config.json for from_dir).
-// Every error is re-thrown with the file path in front of the failing field's path.
+// Building a jet::Tokenizer from tokenizer.json (+ tokenizer_config.json for from_dir), or, for a
+// Qwen2-family folder without tokenizer.json (Dream ships the slow tokenizer's files only), from
+// vocab.json + merges.txt as transformers' Qwen2 converter turns them into one. Every error is
+// re-thrown with the file path in front of the failing field's path.
 #include <charconv>
 #include <filesystem>
 #include <set>
@@ -96,42 +98,122 @@ int32_t special_token_id(const Json& config, const char* key, const Tokenizer& t
   return id;
 }
 
+// The tokenizer classes whose vocab.json + merges.txt mean Qwen2's byte-level BPE: NFC, then
+// Qwen2's pre-tokenizer split, then the byte-to-unicode map (Dream's tokenizer is Qwen2's).
+bool is_qwen2_tokenizer_class(const std::string& name) {
+  return name == "Qwen2Tokenizer" || name == "Qwen2TokenizerFast" || name == "DreamTokenizer";
+}
+
+// Qwen2Tokenizer's pre-tokenizer split.
+constexpr const char* kQwen2Split =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// What tokenizer.json would hold for DIR/vocab.json and DIR/merges.txt (merges.txt: one "left
+// right" pair a line, in rank order, after an optional "#version" line).
+tokenizer::TokenizerJson qwen2_tokenizer_json(const std::filesystem::path& dir) {
+  tokenizer::TokenizerJson file;
+  const Json byte_level = {
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
+  file.root = {
+      {"normalizer", {{"type", "NFC"}}},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         Json::array(
+             {{{"type", "Split"}, {"pattern", {{"Regex", kQwen2Split}}}, {"behavior", "Isolated"}, {"invert", false}},
+              byte_level})}}},
+      {"decoder", byte_level},
+      {"model", {{"type", "BPE"}}},
+  };
+  const std::string vocab_path = (dir / "vocab.json").string();
+  const Json vocab = parse_json_file(vocab_path);
+  with_file_context(vocab_path, [&] {
+    JET_CHECK(vocab.is_object(), "the top level must be an object {token: id}, got ", vocab.type_name());
+    for (const auto& [token, id] : vocab.items()) {
+      file.bpe.vocab.emplace_back(token, json_fields::to_token_id(id, "\"" + token + "\""));
+    }
+  });
+  const std::string merges_path = (dir / "merges.txt").string();
+  const std::string merges = read_text_file(merges_path);
+  with_file_context(merges_path, [&] {
+    size_t line_number = 0;
+    for (size_t begin = 0; begin < merges.size();) {
+      const size_t end = std::min(merges.find('\n', begin), merges.size());
+      std::string_view line(merges.data() + begin, end - begin);
+      begin = end + 1;
+      ++line_number;
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (line.empty() || (line_number == 1 && line.starts_with("#version"))) continue;
+      const size_t space = line.find(' ');
+      JET_CHECK(space != std::string_view::npos && space > 0 && space + 1 < line.size() &&
+                    line.find(' ', space + 1) == std::string_view::npos,
+                "line ", line_number, " must be two tokens separated by one space, got '", line, "'");
+      file.bpe.merges.emplace_back(std::string(line.substr(0, space)), std::string(line.substr(space + 1)));
+    }
+  });
+  file.bpe.has_vocab = file.bpe.has_merges = true;
+  return file;
+}
+
 }  // namespace
+
+// The tokenizer a parsed tokenizer.json (or its equivalent) describes.
+struct TokenizerBuilder {
+  static Tokenizer build(tokenizer::TokenizerJson&& file);
+};
 
 Tokenizer Tokenizer::from_file(const std::string& tokenizer_json) {
   const std::string text = read_text_file(tokenizer_json);
-  return with_file_context(tokenizer_json, [&] {
-    tokenizer::TokenizerJson file = tokenizer::read_tokenizer_json(text);
-    const Json& root = file.root;
-    JET_CHECK(root.is_object(), "the top level must be a JSON object, got ", root.type_name());
-    // "truncation" and "padding" are ignored: the engine applies its own length limits.
-    tokenizer::Vocabulary vocabulary;
-    tokenizer::BpeModel model = tokenizer::BpeModel::build(json_fields::require(root, "model", "tokenizer.json"),
-                                                           std::move(file.bpe), vocabulary);
-    check_decoder(optional_component(root, "decoder"));
-    auto impl = std::unique_ptr<Impl>(new Impl{
-        .vocabulary = std::move(vocabulary),
-        .normalizer = tokenizer::Normalizer::from_json(optional_component(root, "normalizer")),
-        .pre_tokenizer = tokenizer::PreTokenizer::from_json(optional_component(root, "pre_tokenizer")),
-        .model = std::move(model),
-        .post_processor = tokenizer::PostProcessor::from_json(optional_component(root, "post_processor")),
-    });
-    const Json& added_tokens = optional_component(root, "added_tokens");
-    JET_CHECK(added_tokens.is_null() || added_tokens.is_array(), "added_tokens must be an array");
-    for (size_t i = 0; i < added_tokens.size(); ++i) {
-      const std::string where = str("added_tokens[", i, "]");
-      const int32_t id = json_fields::to_token_id(json_fields::require(added_tokens[i], "id", where), where + ".id");
-      impl->add_token(added_token_from_json(added_tokens[i], id, where), where);
-    }
-    return Tokenizer(std::move(impl));
+  return with_file_context(tokenizer_json,
+                           [&] { return TokenizerBuilder::build(tokenizer::read_tokenizer_json(text)); });
+}
+
+Tokenizer TokenizerBuilder::build(tokenizer::TokenizerJson&& file) {
+  using Impl = Tokenizer::Impl;
+  const Json& root = file.root;
+  JET_CHECK(root.is_object(), "the top level must be a JSON object, got ", root.type_name());
+  // "truncation" and "padding" are ignored: the engine applies its own length limits.
+  tokenizer::Vocabulary vocabulary;
+  tokenizer::BpeModel model = tokenizer::BpeModel::build(json_fields::require(root, "model", "tokenizer.json"),
+                                                         std::move(file.bpe), vocabulary);
+  check_decoder(optional_component(root, "decoder"));
+  auto impl = std::unique_ptr<Impl>(new Impl{
+      .vocabulary = std::move(vocabulary),
+      .normalizer = tokenizer::Normalizer::from_json(optional_component(root, "normalizer")),
+      .pre_tokenizer = tokenizer::PreTokenizer::from_json(optional_component(root, "pre_tokenizer")),
+      .model = std::move(model),
+      .post_processor = tokenizer::PostProcessor::from_json(optional_component(root, "post_processor")),
   });
+  const Json& added_tokens = optional_component(root, "added_tokens");
+  JET_CHECK(added_tokens.is_null() || added_tokens.is_array(), "added_tokens must be an array");
+  for (size_t i = 0; i < added_tokens.size(); ++i) {
+    const std::string where = str("added_tokens[", i, "]");
+    const int32_t id = json_fields::to_token_id(json_fields::require(added_tokens[i], "id", where), where + ".id");
+    impl->add_token(added_token_from_json(added_tokens[i], id, where), where);
+  }
+  return Tokenizer(std::move(impl));
 }
 
 Tokenizer Tokenizer::from_dir(const std::string& dir) {
-  Tokenizer tokenizer = from_file((std::filesystem::path(dir) / "tokenizer.json").string());
-  const std::string config_path = (std::filesystem::path(dir) / "tokenizer_config.json").string();
-  if (!std::filesystem::exists(config_path)) return tokenizer;
-  const Json config = parse_json_file(config_path);
+  const std::filesystem::path root(dir);
+  const std::string json_path = (root / "tokenizer.json").string();
+  const std::string config_path = (root / "tokenizer_config.json").string();
+  const bool has_config = std::filesystem::exists(config_path);
+  const Json config = has_config ? parse_json_file(config_path) : Json::object();
+  Tokenizer tokenizer = [&] {
+    if (std::filesystem::exists(json_path) || !std::filesystem::exists(root / "vocab.json"))
+      return from_file(json_path);
+    const std::string class_name =
+        config.is_object() && config.contains("tokenizer_class") && config["tokenizer_class"].is_string()
+            ? config["tokenizer_class"].get<std::string>()
+            : std::string("(none)");
+    JET_CHECK(is_qwen2_tokenizer_class(class_name), dir, " has no tokenizer.json, and its vocab.json + merges.txt ",
+              "can be read for Qwen2's byte-level BPE only (tokenizer_config.json's tokenizer_class Qwen2Tokenizer ",
+              "or DreamTokenizer), not for tokenizer_class ", class_name);
+    const std::string vocab_path = (root / "vocab.json").string();
+    return with_file_context(vocab_path, [&] { return TokenizerBuilder::build(qwen2_tokenizer_json(root)); });
+  }();
+  if (!has_config) return tokenizer;
   with_file_context(config_path, [&] {
     JET_CHECK(config.is_object(), "the top level must be a JSON object, got ", config.type_name());
     const Json& decoder = optional_component(config, "added_tokens_decoder");

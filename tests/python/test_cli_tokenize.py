@@ -109,3 +109,42 @@ def test_bad_model_dir(tmp_path):
     result = run_cli(["tokenize", "--model", tmp_path], stdin=b"x", text=False)
     assert result.returncode == 1
     assert "tokenizer.json" in result.stderr.decode()
+
+
+def slow_tokenizer_folder(folder, tokenizer_class="Qwen2Tokenizer"):
+    """The Qwen3 tokenizer as the slow tokenizer's files (Dream ships these, no tokenizer.json):
+    vocab.json, merges.txt and tokenizer_config.json with its added tokens."""
+    folder.mkdir()
+    model = json.loads((MODEL / "tokenizer.json").read_text(encoding="utf-8"))["model"]
+    (folder / "vocab.json").write_text(json.dumps(model["vocab"], ensure_ascii=False), encoding="utf-8")
+    pairs = (m if isinstance(m, list) else m.split(" ") for m in model["merges"])
+    (folder / "merges.txt").write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in pairs), encoding="utf-8")
+    config = json.loads((MODEL / "tokenizer_config.json").read_text(encoding="utf-8"))
+    (folder / "tokenizer_config.json").write_text(json.dumps(dict(config, tokenizer_class=tokenizer_class)))
+    return folder
+
+
+@pytest.mark.parametrize("tokenizer_class", ["Qwen2Tokenizer", "DreamTokenizer"])
+def test_vocab_and_merges_without_tokenizer_json_match_huggingface_ids(tmp_path, tokenizer_class):
+    folder = slow_tokenizer_folder(tmp_path / "slow", tokenizer_class)
+    cases = [json.loads(line) for line in CASES.read_text().splitlines() if line]
+    stdin = "".join(json.dumps(case["text"]) + "\n" for case in cases).encode()
+    result = run_cli(["tokenize", "--model", folder, "--jsonl"], stdin=stdin, text=False)
+    assert result.returncode == 0, result.stderr.decode()
+    for case, line in zip(cases, result.stdout.decode().splitlines(), strict=True):
+        assert json.loads(line) == case["ids"], case["name"]
+    back = run_cli(["detokenize", "--model", folder], stdin=json.dumps([151644, 872, 198, 9707]).encode(), text=False)
+    assert back.stdout.decode() == "<|im_start|>user\nHello"
+
+
+def test_vocab_and_merges_of_another_tokenizer_class_are_refused(tmp_path):
+    folder = slow_tokenizer_folder(tmp_path / "slow", "LlamaTokenizer")
+    result = run_cli(["tokenize", "--model", folder], stdin=b"x", text=False)
+    assert result.returncode == 1
+    assert "for Qwen2's byte-level BPE only" in result.stderr.decode()
+    assert "not for tokenizer_class LlamaTokenizer" in result.stderr.decode()
+    (folder / "merges.txt").write_text("#version: 0.2\nĠ Ġ\nonly-one-token\n", encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "Qwen2Tokenizer"}))
+    result = run_cli(["tokenize", "--model", folder], stdin=b"x", text=False)
+    assert result.returncode == 1
+    assert "merges.txt: line 3 must be two tokens separated by one space" in result.stderr.decode()
