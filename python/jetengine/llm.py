@@ -12,7 +12,7 @@ from .data_parallel import DataParallel
 from .progress import Progress
 from .sampling_params import SamplingParams
 from .tokenizer import Tokenizer
-from .weights import model_weights, named_weights
+from .weights import model_weights, named_weights, shared_weights
 
 WAKE_TAGS = ("weights", "kv_cache")
 
@@ -86,6 +86,19 @@ class LLM:
         """
         self._require_awake("update_weights")
         self._engine.update_weights(named_weights(weights, "weights", self._on_gpu()))
+
+    def update_weights_from_ipc_handles(self, handles, device_index=None):
+        """update_weights with tensors another process shares: handles is a dict {name: handle}
+        or an iterable of (name, handle) pairs, each handle what
+        torch.multiprocessing.reductions.reduce_tensor(tensor) returned in the sending process
+        (a trainer beside the engine: for a CUDA tensor a CUDA IPC handle, so a tensor on the
+        engine's GPU is copied on the device, never through the host; for a CPU tensor shared
+        memory). device_index: the engine's number for the sender's GPU when the two processes
+        number their GPUs differently (another CUDA_VISIBLE_DEVICES). Needs torch; the sender
+        keeps its tensors alive until this returns. Errors as update_weights'."""
+        self._require_awake("update_weights_from_ipc_handles")
+        tensors = shared_weights(handles, "handles", device_index)
+        self._engine.update_weights(named_weights(tensors, "handles", self._on_gpu()))
 
     def reload_from_hf_model(self, hf_model):
         """Loads all weights from an in-memory model (anything with state_dict() or

@@ -29,6 +29,39 @@ def named_weights(weights, argument, on_gpu):
     return [(name, for_engine(tensor, on_gpu)) for name, tensor in without_tied_head(pairs)]
 
 
+def shared_weights(handles, argument, device_index=None):
+    """(name, tensor) pairs rebuilt from the handles another process made of its torch tensors
+    with torch.multiprocessing.reductions.reduce_tensor: a (rebuild function, arguments) pair per
+    name; for a CUDA tensor the arguments hold a CUDA IPC handle of its memory, which the rebuilt
+    tensor maps (on GPU device_index when given: the sender's device numbering may differ from
+    ours). Only torch.multiprocessing's rebuild functions are called."""
+    items = handles.items() if isinstance(handles, Mapping) else handles
+    if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+        raise TypeError(f"{argument} must be a dict or an iterable of (name, handle) pairs, "
+                        f"got {type(handles).__name__}")
+    pairs = []
+    for i, item in enumerate(items):
+        try:
+            name, (rebuild, args) = item
+        except (TypeError, ValueError):
+            raise TypeError(f"{argument}: item {i} is not a (name, (rebuild function, arguments)) pair, "
+                            f"what torch.multiprocessing.reductions.reduce_tensor returns") from None
+        module = getattr(rebuild, "__module__", None) or ""
+        if not callable(rebuild) or not module.startswith("torch.multiprocessing"):
+            raise TypeError(f"{argument}: the handle of {name!r} does not come from "
+                            f"torch.multiprocessing.reductions.reduce_tensor (its rebuild function is "
+                            f"{module}.{getattr(rebuild, '__qualname__', type(rebuild).__name__)})")
+        args = list(args)
+        if device_index is not None and getattr(rebuild, "__name__", "") == "rebuild_cuda_tensor":
+            args[_CUDA_STORAGE_DEVICE] = device_index
+        pairs.append((name, rebuild(*args)))
+    return pairs
+
+
+# The argument of torch.multiprocessing.reductions.rebuild_cuda_tensor that names the GPU.
+_CUDA_STORAGE_DEVICE = 6
+
+
 def model_weights(model, on_gpu):
     """The weights of an in-memory HuggingFace model: state_dict(), else named_parameters()."""
     if callable(getattr(model, "state_dict", None)):

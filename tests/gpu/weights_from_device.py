@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Weight updates from CUDA tensors through the Python package, on the GPU: the trained demo
 model (models/sdar-tiny-arith) updated with perturbed weights given as CUDA bf16 tensors (copied on
-the device), as CUDA f32 tensors (converted on the host) and through reload_from_hf_model must
+the device), as CUDA f32 tensors (converted on the host), through reload_from_hf_model and as CUDA IPC handles
+from another process (update_weights_from_ipc_handles: the sender's GPU memory copied on the device) must
 decode exactly (tokens and logprobs) as the same weights given from host memory, and restoring the
 originals restores the outputs; the perturbation must change them, so that an update that did
 nothing fails. Then the time of a whole update of SDAR-4B's shapes (8 GB of bf16) from CUDA tensors
@@ -51,10 +52,7 @@ def parity(LLM, SamplingParams):
         """Tokens and logprobs: the same weights, bit for bit, give the same of both."""
         return [(o["completion_ids"], o["logprobs"]) for o in llm.generate(prompts, greedy, use_tqdm=False)]
 
-    original = {k: v.to(torch.bfloat16) for k, v in load_file(str(MODEL / "model.safetensors")).items()}
-    gen = torch.Generator().manual_seed(0)
-    perturbed = {k: (v.float() + 0.3 * v.float().std() * torch.randn(v.shape, generator=gen)).to(torch.bfloat16)
-                 for k, v in original.items()}
+    original, perturbed = original_and_perturbed()
     before = decode()
     llm.update_weights(perturbed)
     from_host = decode()
@@ -68,7 +66,9 @@ def parity(LLM, SamplingParams):
             ("update_weights from CUDA f32 tensors (converted on the host)",
              lambda: llm.update_weights({k: v.float().cuda() for k, v in perturbed.items()})),
             ("reload_from_hf_model from CUDA bf16 tensors",
-             lambda: llm.reload_from_hf_model(StateDict({k: v.cuda() for k, v in perturbed.items()})))):
+             lambda: llm.reload_from_hf_model(StateDict({k: v.cuda() for k, v in perturbed.items()}))),
+            ("update_weights_from_ipc_handles from another process's CUDA bf16 tensors",
+             lambda: from_another_process(llm))):
         llm.update_weights(original)
         restored = decode()
         give()
@@ -78,6 +78,36 @@ def parity(LLM, SamplingParams):
                              f"restore {'exact' if restored == before else 'DIFFERS'}"))
     llm.shutdown()
     return ok and all(results)
+
+
+def original_and_perturbed():
+    """The demo model's bf16 weights, and the same with seeded noise added (the same in every process)."""
+    original = {k: v.to(torch.bfloat16) for k, v in load_file(str(MODEL / "model.safetensors")).items()}
+    gen = torch.Generator().manual_seed(0)
+    perturbed = {k: (v.float() + 0.3 * v.float().std() * torch.randn(v.shape, generator=gen)).to(torch.bfloat16)
+                 for k, v in original.items()}
+    return original, perturbed
+
+
+def share_perturbed(handles, done):
+    """The sending process (a trainer's stand-in): its own CUDA copies of the perturbed weights,
+    shared as CUDA IPC handles until `done` is set."""
+    from torch.multiprocessing.reductions import reduce_tensor
+    tensors = {k: v.cuda() for k, v in original_and_perturbed()[1].items()}
+    handles.put({k: reduce_tensor(v) for k, v in tensors.items()})
+    done.wait()
+
+
+def from_another_process(llm):
+    context = torch.multiprocessing.get_context("spawn")
+    handles, done = context.Queue(), context.Event()
+    sender = context.Process(target=share_perturbed, args=(handles, done))
+    sender.start()
+    try:
+        llm.update_weights_from_ipc_handles(handles.get(timeout=120))
+    finally:
+        done.set()
+        sender.join(timeout=60)
 
 
 def timing(LLM):
