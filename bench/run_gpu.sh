@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-#   bench/run_gpu.sh [dense|moe|llada|all] [ENGINE FLAGS...]      (default all: dense and moe)
+#   bench/run_gpu.sh [dense|moe|llada|llada2|all] [ENGINE FLAGS...]      (default all: dense and moe)
 #
 # dense: the GPU benchmarks on a random model of SDAR-4B's shapes (36 layers, hidden 2560, 32 q / 8 kv
 # heads of 128, MLP 9728, Qwen3 vocabulary), B = S = 4, greedy, low_confidence_static:
@@ -28,11 +28,17 @@
 # of the engine's forwards on those rows (bench/llada_gemm_floor.py) and LLaDA's own generate in
 # plain PyTorch (bench/torch_llada_generate.py); engine ms/fwd against floor ms/fwd, tok/s
 # against the peer's.
+#
+# llada2 (issue 28): a random model of LLaDA2.0-mini's shapes (20 layers, hidden 2048, 16 q / 4 kv
+# heads of 128 with half-rotated RoPE, a dense first layer of width 5120, then 256 experts of width
+# 512, top-8 in 4 of 8 groups with one shared expert; vocabulary 157,184, mask 156895), B = S = 32
+# (one token a step, what its threshold decoder does on random weights), greedy, prompt 64, 256
+# tokens, batch 1 and 128.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${JET_BUILD_DIR:-build}
 which=all
-if [[ ${1:-} == dense || ${1:-} == moe || ${1:-} == llada || ${1:-} == all ]]; then
+if [[ ${1:-} == dense || ${1:-} == moe || ${1:-} == llada || ${1:-} == llada2 || ${1:-} == all ]]; then
   which=$1
   shift
 fi
@@ -73,4 +79,14 @@ if [[ $which == llada ]]; then
   llada_bench --block-length 32 --max-model-len 320 --max-tokens 256 --denoising-steps 32 --batches 1,32 "$@"
   python3 bench/llada_gemm_floor.py
   python3 bench/torch_llada_generate.py
+fi
+
+if [[ $which == llada2 ]]; then
+  model=$build/models/llada2-mini-shapes
+  [ -f "$model/config.json" ] || python3 tools/make_tiny_model.py --arch llada2_moe --layers 20 --hidden 2048 \
+    --heads 16 --kv-heads 4 --head-dim 128 --intermediate 5120 --experts 256 --top-k 8 --moe-intermediate 512 \
+    --n-group 8 --topk-group 4 --shared-experts 1 --first-dense 1 --rotary-factor 0.5 --block-size 32 \
+    --vocab-size 157184 --mask-token-id 156895 --no-weights --out "$model"
+  "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --block-length 32 \
+    --denoising-steps 32 --prompt-len 64 --max-tokens 256 --batches 1,128 "$@"
 fi

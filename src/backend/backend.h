@@ -155,6 +155,9 @@ class Backend {
   // Bytes the KV cache may use when the user gives no explicit budget; memory_utilization is the
   // share of the device's memory the engine may fill (backends with a device of their own).
   virtual size_t default_kv_budget_bytes(double memory_utilization) const = 0;
+  // Memory an allocation can still get (CPU: MemAvailable; CUDA: the device's free memory); 0
+  // when unknown.
+  virtual size_t available_memory_bytes() const { return 0; }
 
   // Allocates a tensor of compute_dtype (or the given dtype) with its own buffer, kept in `owner`.
   Tensor alloc_tensor(std::vector<Buffer>& owner, DType dtype, std::initializer_list<int64_t> dims);

@@ -22,6 +22,7 @@ class ProfilingBackend final : public Backend {
   size_t default_kv_budget_bytes(double memory_utilization) const override {
     return inner_->default_kv_budget_bytes(memory_utilization);
   }
+  size_t available_memory_bytes() const override { return inner_->available_memory_bytes(); }
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override {
     timed("embedding", [&] { inner_->embedding(ids, table, out); });

@@ -245,6 +245,19 @@ void Model::load(const TensorSource& source) {
             " of a mixture-of-experts model needs FP8 expert ", "GEMMs, which the ", backend_.name(),
             " backend does not have yet (the cpu backend does)");
   release();  // free the old weights first: a model rarely fits twice
+  // A model larger than the memory left would get the process killed part way (the CPU's memory
+  // is granted before it is touched) or fail on some later tensor: refused up front.
+  const bool fp8 = quantize_fp8_ || fp8_source;
+  size_t needed = 0;
+  for (const ExpectedTensor& t : expected_tensors(config_)) {
+    int64_t numel = 1;
+    for (int64_t d : t.shape) numel *= d;
+    needed += static_cast<size_t>(numel) * (fp8 && t.projection ? 1 : dtype_size(backend_.compute_dtype()));
+  }
+  const size_t available = backend_.available_memory_bytes();
+  JET_CHECK(available == 0 || needed <= available, source.description(), ": the weights need ", needed >> 20,
+            " MiB in ", fp8 ? "FP8 and " : "", dtype_name(backend_.compute_dtype()), " on the ", backend_.name(),
+            " backend, more than the ", available >> 20, " MiB of memory available");
   ModelWeights w;
   std::map<std::string, WeightSlot> slots;
   WeightBuilder b(backend_, source, w, slots);

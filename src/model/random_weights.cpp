@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/hash.h"
+#include "core/host_memory.h"
 #include "model/weight_map.h"
 
 namespace jet {
@@ -30,6 +32,15 @@ RandomWeights::RandomWeights(const ModelConfig& config, uint64_t seed)
     : tensors_("random weights (load_format dummy)") {
   const ModelWeightNames names = model_weight_names(config);
   const std::vector<ExpectedTensor> expected = expected_tensors(config);
+  size_t bytes = 0;
+  for (const ExpectedTensor& t : expected) {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    bytes += static_cast<size_t>(n) * sizeof(uint16_t);
+  }
+  const size_t available = host_memory_available();
+  JET_CHECK(available == 0 || bytes <= available, "random weights (load_format dummy): this model's ", bytes >> 20,
+            " MiB of bf16 are made in host memory, more than the ", available >> 20, " MiB available");
   storage_.resize(expected.size());
   for (size_t k = 0; k < expected.size(); ++k) {
     const ExpectedTensor& t = expected[k];

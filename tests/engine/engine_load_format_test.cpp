@@ -67,3 +67,18 @@ TEST(EngineLoadFormat, AutoNeedsTheCheckpointAndOtherFormatsAreRejected) {
         << e.what();
   }
 }
+
+TEST(EngineLoadFormat, DummyWeightsBeyondTheHostMemoryAreAnErrorNotAKill) {
+  // About 340 billion parameters: 680 GB of bf16, more than any machine this runs on has. Linux
+  // would grant the memory and kill the process as the weights fill it; the engine refuses first.
+  const std::string dir = jet::test::tiny_model_folder(
+      "--arch sdar --no-weights --layers 400 --hidden 8192 --heads 64 --kv-heads 8 --head-dim 128 "
+      "--intermediate 28672");
+  try {
+    jet::Engine engine(dummy_options(dir));
+    FAIL() << "680 GB of random weights were accepted";
+  } catch (const jet::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("MiB of bf16 are made in host memory, more than the"), std::string::npos)
+        << e.what();
+  }
+}

@@ -1,5 +1,5 @@
-// CpuBackend's construction (thread counts), memory (aligned host allocations, memcpy copies)
-// and the default KV-cache budget; make_cpu_backend.
+// CpuBackend's construction (thread counts), memory (aligned host allocations, refused when the
+// system cannot give them; memcpy copies) and the default KV-cache budget; make_cpu_backend.
 #include "backend/cpu/cpu_backend.h"
 
 #include <cblas.h>
@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "backend/cpu/cpu_backend_impl.h"
+#include "core/host_memory.h"
 
 namespace jet {
 
@@ -22,6 +23,11 @@ namespace {
 // Vector loads of every op stay within one cache line at row starts.
 constexpr size_t kAlignment = 64;
 constexpr size_t kMaxDefaultKvBudget = size_t{8} << 30;
+
+// Allocations from this size on are checked against the memory the system can still give:
+// Linux grants more than it has and kills the process when the pages are touched, which for a
+// model too large for the machine would be a silent death instead of an error.
+constexpr size_t kCheckedAllocation = size_t{64} << 20;
 
 std::atomic<int> g_thread_count{1};
 
@@ -41,6 +47,12 @@ Buffer CpuBackend::alloc(size_t bytes) {
   // aligned_alloc needs a size that is a multiple of the alignment (and a zero-byte request
   // still gets a real, freeable pointer).
   const size_t rounded = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+  if (bytes >= kCheckedAllocation) {
+    const size_t available = host_memory_available();
+    JET_CHECK(available == 0 || bytes <= available, "cpu backend: cannot allocate ", bytes >> 20, " MiB: only ",
+              available >> 20, " MiB of host memory is available (MemAvailable); the weights (in f32 on the ",
+              "CPU) and the KV cache must fit in memory");
+  }
   void* ptr = std::aligned_alloc(kAlignment, rounded);
   JET_CHECK(ptr != nullptr, "cpu backend: out of host memory allocating ", bytes, " bytes");
   return Buffer(ptr, bytes, [](void* p) { std::free(p); });
@@ -53,6 +65,8 @@ void CpuBackend::upload(void* dst, const void* src, size_t bytes) {
 void CpuBackend::download(void* dst, const void* src, size_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, bytes);
 }
+
+size_t CpuBackend::available_memory_bytes() const { return host_memory_available(); }
 
 // A quarter of physical memory (the weights and activations need the rest), capped at 8 GiB. Host
 // memory is shared with everything else on the machine, so no utilisation share applies.

@@ -23,6 +23,7 @@ class CpuBackend final : public Backend {
   void download(void* dst, const void* src, size_t bytes) override;
   void synchronize() override {}
   size_t default_kv_budget_bytes(double memory_utilization) const override;
+  size_t available_memory_bytes() const override;
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;

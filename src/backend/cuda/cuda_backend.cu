@@ -161,6 +161,12 @@ void CudaBackend::download(void* dst, const void* src, size_t bytes) {
 
 void CudaBackend::synchronize() { JET_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
+size_t CudaBackend::available_memory_bytes() const {
+  size_t free_bytes = 0, total_bytes = 0;
+  JET_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
 // The engine may fill memory_utilization of the device's memory: the cache gets that share less
 // what this backend holds already (the weights, our workspaces), never more than is free (other
 // processes keep theirs), less the margin. Two engines of 0.45 each share one GPU.

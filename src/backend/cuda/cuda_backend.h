@@ -39,6 +39,7 @@ class CudaBackend final : public Backend {
   void copy_on_device(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
   size_t default_kv_budget_bytes(double memory_utilization) const override;
+  size_t available_memory_bytes() const override;
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;  // elementwise.cu
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;           // gemm.cu
