@@ -483,4 +483,6 @@ TEST(ModelConfig, RefusesWhatLlada2DoesNotImplement) {
   expect_error([] { load(with(with(llada2_mini_config(), "topk_group", 1), "num_experts_per_tok", 33)); },
                {"num_experts_per_tok 33 exceeds the 32 experts"});
   expect_error([] { load(with(llada2_mini_config(), "partial_rotary_factor", 0.01)); }, {"partial_rotary_factor"});
+  expect_error([] { load(with(llada2_mini_config(), "expert_capacity", 48)); },
+               {"expert_capacity is set: LLaDA2.2's block routing is not supported yet"});
 }

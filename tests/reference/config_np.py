@@ -210,8 +210,11 @@ def _llada2_fields(config, path):
     """LLaDA2-MoE (BailingMoeV2 keys, modeling_llada2_moe.py). Refuses what the network here does
     not compute: biases, split q/k/v, another score function or activation, rope scaling, a
     grouping that cannot pick num_experts_per_tok experts, or unnormalised top-k weights (the code
-    normalises whenever top_k > 1, whatever norm_topk_prob says)."""
+    normalises whenever top_k > 1, whatever norm_topk_prob says), or LLaDA2.2's block routing
+    (expert_capacity)."""
     _reject_unsupported(config, path, _LLADA2_REFUSED)
+    if config.get("expert_capacity") is not None:
+        raise ValueError(f"{path}: expert_capacity (LLaDA2.2's block routing) is not supported")
     if config.get("score_function", "sigmoid") != "sigmoid":
         raise ValueError(f"{path}: score_function = {config['score_function']!r} is not supported "
                          f"(only sigmoid)")

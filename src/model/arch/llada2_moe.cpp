@@ -11,7 +11,7 @@
 // use_qk_norm (true), num_experts, num_experts_per_tok, moe_intermediate_size,
 // num_shared_experts (0 or null: none), first_k_dense_replace (0), n_group and topk_group (1),
 // routed_scaling_factor (1), moe_router_enable_expert_bias (true), block_size (32),
-// mask_token_id (156895).
+// mask_token_id (156895). LLaDA2.2's expert_capacity (block routing) is refused.
 #include <cmath>
 
 #include "core/error.h"
@@ -26,6 +26,10 @@ constexpr int64_t kMaskId = 156895;
 
 void read(const JsonObject& config, ModelConfig& c) {
   const std::string& file = config.source();
+  // LLaDA2.2 routes per 32-token block (at most expert_capacity experts a block): read as 2.0 it
+  // would route every token on its own, silently otherwise than it was trained.
+  JET_CHECK(!config.has("expert_capacity"), file, ": expert_capacity is set: LLaDA2.2's block routing is not ",
+            "supported yet (LLaDA2.0 and 2.1 are)");
   c.hidden = positive_int(config, "hidden_size");
   c.intermediate = positive_int(config, "intermediate_size");
   c.layers = positive_int(config, "num_hidden_layers");
