@@ -13,12 +13,8 @@ HEAD, EMBEDDING = "lm_head.weight", "model.embed_tokens.weight"
 def named_weights(weights, argument, on_gpu):
     """(name, tensor) pairs from a mapping or an iterable of (name, tensor) pairs; `argument` names
     the input in errors; on_gpu: the engine runs on CUDA, so CUDA tensors stay there."""
-    items = weights.items() if isinstance(weights, Mapping) else weights
-    if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
-        raise TypeError(f"{argument} must be a dict or an iterable of (name, tensor) pairs, "
-                        f"got {type(weights).__name__}")
     pairs = []
-    for i, item in enumerate(items):
+    for i, item in enumerate(_items(weights, argument, "tensor")):
         try:
             name, tensor = item
         except (TypeError, ValueError):
@@ -35,12 +31,8 @@ def shared_weights(handles, argument, device_index=None):
     name; for a CUDA tensor the arguments hold a CUDA IPC handle of its memory, which the rebuilt
     tensor maps (on GPU device_index when given: the sender's device numbering may differ from
     ours). Only torch.multiprocessing's rebuild functions are called."""
-    items = handles.items() if isinstance(handles, Mapping) else handles
-    if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
-        raise TypeError(f"{argument} must be a dict or an iterable of (name, handle) pairs, "
-                        f"got {type(handles).__name__}")
     pairs = []
-    for i, item in enumerate(items):
+    for i, item in enumerate(_items(handles, argument, "handle")):
         try:
             name, (rebuild, args) = item
         except (TypeError, ValueError):
@@ -60,6 +52,15 @@ def shared_weights(handles, argument, device_index=None):
 
 # The argument of torch.multiprocessing.reductions.rebuild_cuda_tensor that names the GPU.
 _CUDA_STORAGE_DEVICE = 6
+
+
+def _items(named, argument, value):
+    """The (name, value) items of a mapping or an iterable of pairs; TypeError for anything else."""
+    items = named.items() if isinstance(named, Mapping) else named
+    if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+        raise TypeError(f"{argument} must be a dict or an iterable of (name, {value}) pairs, "
+                        f"got {type(named).__name__}")
+    return items
 
 
 def model_weights(model, on_gpu):

@@ -245,8 +245,8 @@ class Backend {
   virtual void sample_positions(const Tensor& logits, int64_t first_row, const Tensor& rows, int num_rows,
                                 DecodeState& st) = 0;
   // Once every position with a logits row is sampled (num_logits: the step's logits rows), applies
-  // each slot's strategy to its block's samples and commits the selected positions; then, under
-  // token editing, rewrites the committed positions its samples edit (edits_token), judged on the
+  // each slot's strategy to its block's samples and commits the selected positions, and under
+  // token editing rewrites the committed positions its samples edit (edits_token), judged on the
   // block as it was before this step. changes[slot] = positions committed + positions edited.
   virtual void commit_step(const Tensor& rows, int num_rows, int64_t num_logits, DecodeState& st) = 0;
   // Both, for a step whose logits (f32 [R, V]) hold every row's masked positions.

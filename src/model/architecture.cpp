@@ -37,7 +37,7 @@ const Architecture& architecture_of(ModelFamily family) {
 std::string supported_model_types() {
   std::string out;
   for (const Architecture* a : architectures()) {
-    out += (out.empty() ? "" : ", ") + std::string(a->model_type_is_base ? a->hf_architecture : a->model_type);
+    out += (out.empty() ? "" : ", ") + std::string(a->name());
   }
   return out;
 }

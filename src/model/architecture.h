@@ -68,6 +68,9 @@ struct Architecture {
   // model_type is the autoregressive base model's ("qwen3"), which plain Qwen3 checkpoints share:
   // only the `architectures` entry identifies this architecture, and its name is the family's.
   bool model_type_is_base = false;
+
+  // The family's name: model_type, or the architectures entry when model_type is the base's.
+  const char* name() const { return model_type_is_base ? hf_architecture : model_type; }
 };
 
 // Every supported architecture, and the lookups by config.json's keys and by family.

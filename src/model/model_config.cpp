@@ -83,18 +83,19 @@ void resolve_block_size(const JsonObject& config, const Architecture& arch, cons
   c.block_size_source = "the family's default: config.json has no block_size";
 }
 
-// The `architectures` entry that names an architecture whose model_type is its base model's, if any.
-const Architecture* architecture_with_base_model_type(const JsonObject& config) {
+// The first supported architecture config.json's `architectures` list names (of those whose
+// model_type is their base model's, with base_only), or null.
+const Architecture* listed_architecture(const JsonObject& config, bool base_only) {
   if (!config.has("architectures") || !config.json().at("architectures").is_array()) return nullptr;
   for (const Json& name : config.json().at("architectures")) {
     const Architecture* a = name.is_string() ? find_architecture_by_hf_name(name.get<std::string>()) : nullptr;
-    if (a && a->model_type_is_base) return a;
+    if (a && (!base_only || a->model_type_is_base)) return a;
   }
   return nullptr;
 }
 
 const Architecture& detect_architecture(const JsonObject& config, std::string* model_type) {
-  if (const Architecture* a = architecture_with_base_model_type(config)) {
+  if (const Architecture* a = listed_architecture(config, /*base_only=*/true)) {
     *model_type = config.has("model_type") ? config.get_string("model_type") : a->model_type;
     JET_CHECK(*model_type == a->model_type, config.source(), ": architectures names ", a->hf_architecture,
               ", whose model_type is '", a->model_type, "', but model_type is '", *model_type, "'");
@@ -108,12 +109,9 @@ const Architecture& detect_architecture(const JsonObject& config, std::string* m
   }
   JET_CHECK(config.has("architectures") && config.json().at("architectures").is_array(), config.source(),
             ": missing required key 'model_type' (and no 'architectures' list to infer it from)");
-  for (const Json& name : config.json().at("architectures")) {
-    const Architecture* a = name.is_string() ? find_architecture_by_hf_name(name.get<std::string>()) : nullptr;
-    if (a) {
-      *model_type = a->model_type;
-      return *a;
-    }
+  if (const Architecture* a = listed_architecture(config, /*base_only=*/false)) {
+    *model_type = a->model_type;
+    return *a;
   }
   throw Error(str(config.source(), ": no model_type, and architectures ",
                   json_excerpt(config.json().at("architectures")),
@@ -212,10 +210,7 @@ void check_consistency(const ModelConfig& c, const std::string& source) {
 
 }  // namespace
 
-std::string_view family_name(ModelFamily family) {
-  const Architecture& a = architecture_of(family);
-  return a.model_type_is_base ? a.hf_architecture : a.model_type;
-}
+std::string_view family_name(ModelFamily family) { return architecture_of(family).name(); }
 
 bool ModelConfig::is_moe_layer(int64_t layer) const {
   if (num_experts == 0) return false;

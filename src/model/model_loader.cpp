@@ -229,8 +229,9 @@ bool same_bytes(const TensorInfo& a, const TensorInfo& b, Backend& backend) {
 
 void Model::load(const TensorSource& source) {
   require_valid_weights(config_, source);
+  const std::vector<ExpectedTensor> expected = expected_tensors(config_);
   const bool fp8_source = [&] {
-    for (const ExpectedTensor& t : expected_tensors(config_)) {
+    for (const ExpectedTensor& t : expected) {
       if (source.find(t.name)->dtype == DType::F8E4M3) return true;
     }
     return false;
@@ -249,10 +250,8 @@ void Model::load(const TensorSource& source) {
   // is granted before it is touched) or fail on some later tensor: refused up front.
   const bool fp8 = quantize_fp8_ || fp8_source;
   size_t needed = 0;
-  for (const ExpectedTensor& t : expected_tensors(config_)) {
-    int64_t numel = 1;
-    for (int64_t d : t.shape) numel *= d;
-    needed += static_cast<size_t>(numel) * (fp8 && t.projection ? 1 : dtype_size(backend_.compute_dtype()));
+  for (const ExpectedTensor& t : expected) {
+    needed += static_cast<size_t>(t.numel()) * (fp8 && t.projection ? 1 : dtype_size(backend_.compute_dtype()));
   }
   const size_t available = backend_.available_memory_bytes();
   JET_CHECK(available == 0 || needed <= available, source.description(), ": the weights need ", needed >> 20,

@@ -33,19 +33,14 @@ RandomWeights::RandomWeights(const ModelConfig& config, uint64_t seed)
   const ModelWeightNames names = model_weight_names(config);
   const std::vector<ExpectedTensor> expected = expected_tensors(config);
   size_t bytes = 0;
-  for (const ExpectedTensor& t : expected) {
-    int64_t n = 1;
-    for (int64_t d : t.shape) n *= d;
-    bytes += static_cast<size_t>(n) * sizeof(uint16_t);
-  }
+  for (const ExpectedTensor& t : expected) bytes += static_cast<size_t>(t.numel()) * sizeof(uint16_t);
   const size_t available = host_memory_available();
   JET_CHECK(available == 0 || bytes <= available, "random weights (load_format dummy): this model's ", bytes >> 20,
             " MiB of bf16 are made in host memory, more than the ", available >> 20, " MiB available");
   storage_.resize(expected.size());
   for (size_t k = 0; k < expected.size(); ++k) {
     const ExpectedTensor& t = expected[k];
-    int64_t n = 1;
-    for (int64_t d : t.shape) n *= d;
+    const int64_t n = t.numel();
     const bool is_bias = t.name.ends_with(".bias");
     const bool is_norm = t.shape.size() == 1 && !is_bias;
     const float fan_in = static_cast<float>(t.shape.back());

@@ -51,6 +51,12 @@ struct ExpectedTensor {
   std::string name;
   std::vector<int64_t> shape;
   bool projection = false;  // a linear layer's weight, which an FP8 checkpoint may hold as e4m3
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
 };
 
 // Every tensor the model reads, with its shape, in checkpoint order (embedding, layers, head).
