@@ -50,8 +50,8 @@ Benchmark
   --mode2 REQUESTS          after Mode 1, Mode 2: REQUESTS prompts of 50-600 random tokens with
                             max_tokens 64-512 each (seeded), streamed with --max-active in flight
   --max-active N            Mode 2's requests in flight (default 128)
-  --data-parallel N         N engine processes, one on each of GPUs 0..N-1 (with --device cpu, N
-                            sharing the cores); each batch and Mode 2's requests are split
+  --data-parallel N         N engine processes, one on each of GPUs 0..N-1 (T each from GPU rank x T
+                            with --tensor-parallel-size T; with --device cpu, N sharing the cores); each batch and Mode 2's requests are split
                             between them, their timed runs start together, and each row is their
                             sum (tokens over the first start to the last end)
 

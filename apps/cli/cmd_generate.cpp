@@ -33,8 +33,9 @@ Prompts
                             entropies, completion_ids, completion_text, finish_reason, num_forwards,
                             prompt_len); default: the completion text of each prompt
   --max-active N            stream with at most N prompts in flight (default: all at once)
-  --data-parallel N         run N engine processes, one on each of GPUs 0..N-1 (with --device cpu,
-                            N on the CPU, sharing its cores); the prompts are split between them by
+  --data-parallel N         run N engine processes, one on each of GPUs 0..N-1 (T each from GPU
+                            rank x T with --tensor-parallel-size T; with --device cpu, N on the
+                            CPU, sharing its cores); the prompts are split between them by
                             length, and the outputs come back in submission order (default 1)
 
 )";

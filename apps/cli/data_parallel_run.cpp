@@ -40,10 +40,11 @@ EngineOptions rank_options(EngineOptions options, int rank, int world) {
     options.num_threads = static_cast<int>(std::max(1u, cores / unsigned(world)));
     return options;
   }
+  const int tp = options.tensor_parallel_size;
   JET_CHECK(options.device == "auto" || options.device == "cuda", "--data-parallel ", world,
-            " runs one engine on each of GPUs 0..", world - 1, ": give --device cuda (or auto, or cpu), not ",
-            options.device);
-  options.device = "cuda:" + std::to_string(rank);
+            " runs one engine on each of GPUs 0..", world * tp - 1, tp > 1 ? str(" (", tp, " each)") : "",
+            ": give --device cuda (or auto, or cpu), not ", options.device);
+  options.device = "cuda:" + std::to_string(rank * tp);  // its tensor-parallel ranks take the next tp - 1
   return options;
 }
 

@@ -25,8 +25,9 @@ class RankChannel {
   void* barrier_;
 };
 
-// The engine options of rank `rank` of `world`: GPU `rank` for "auto" / "cuda", the CPU's cores
-// split between the ranks for "cpu"; an explicit "cuda:N" with world > 1 is an error.
+// The engine options of rank `rank` of `world`: GPU `rank` for "auto" / "cuda" (GPUs from rank x T
+// with tensor_parallel_size T), the CPU's cores split between the ranks for "cpu"; an explicit
+// "cuda:N" with world > 1 is an error.
 EngineOptions rank_options(EngineOptions options, int rank, int world);
 
 // Forks `world` processes; rank r runs work(r, channel). The parent calls on_message(rank,

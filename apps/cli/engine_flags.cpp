@@ -5,6 +5,9 @@ namespace jet::cli {
 
 const char* const kEngineFlagsHelp = R"(Engine
   --device cpu|cuda|cuda:N|auto  (default auto; cuda and auto take LOCAL_RANK's GPU under a launcher)
+  --tensor-parallel-size N  split the model over N GPUs of this host from --device's (or N
+                            CPU threads sharing its cores); N divides the heads and MLP widths
+                            (default 1; docs/tensor_parallel.md)
   --block-length B          block length (default: the model's)
   --max-num-seqs N          sequences denoised together at most (default 512)
   --max-model-len N         prompt + completion at most (default 4096)
@@ -28,8 +31,8 @@ const char* const kEngineFlagsHelp = R"(Engine
 )";
 
 std::set<std::string> with_engine_value_flags(std::set<std::string> flags) {
-  flags.insert({"--model", "--device", "--block-length", "--max-num-seqs", "--max-model-len", "--kv-page-size",
-                "--max-num-batched-tokens", "--kv-cache-mb", "--kv-pages", "--gpu-memory-utilization",
+  flags.insert({"--model", "--device", "--tensor-parallel-size", "--block-length", "--max-num-seqs", "--max-model-len",
+                "--kv-page-size", "--max-num-batched-tokens", "--kv-cache-mb", "--kv-pages", "--gpu-memory-utilization",
                 "--mask-token-id", "--threads", "--load-format", "--quantization"});
   return flags;
 }
@@ -43,6 +46,7 @@ EngineOptions read_engine_options(const ArgParser& args) {
   EngineOptions o;
   o.model = args.require("--model");
   o.device = args.get("--device").value_or(o.device);
+  o.tensor_parallel_size = args.get_int32("--tensor-parallel-size", o.tensor_parallel_size);
   o.block_length = args.get_int32("--block-length", o.block_length);
   o.max_num_seqs = args.get_int32("--max-num-seqs", o.max_num_seqs);
   o.max_model_len = args.get_int32("--max-model-len", o.max_model_len);

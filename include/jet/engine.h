@@ -26,6 +26,10 @@ struct EngineOptions {
   // projections are quantized to FP8 e4m3 as they load (docs/fp8.md; the CPU backend today).
   std::string quantization;
   std::string device = "auto";  // "cpu", "cuda", "cuda:N" or "auto" (backend.h: make_backend)
+  // Tensor parallelism (docs/tensor_parallel.md): the model split over this many ranks of one
+  // host, a GPU each (from the one `device` names: cuda:N takes N, N + 1, ...), or, on the CPU,
+  // threads sharing its cores. Must divide the heads and MLP widths.
+  int tensor_parallel_size = 1;
   int32_t mask_token_id = -1;   // -1: the model's (config.json, else the family default)
   int block_length = 0;         // 0: the model's training block size
   int max_num_seqs = 512;       // sequences denoised together at most

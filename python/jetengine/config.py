@@ -36,7 +36,10 @@ class Config:
         activations of the largest forward leave of it, never more than is free beside other
         processes, less 1 GiB (unless kv_cache_memory_bytes or num_kvcache_blocks sizes it). No
         effect on the CPU.
-    tensor_parallel_size: must be 1 (one device per engine).
+    tensor_parallel_size: the model split over this many GPUs of one host, from the one `device`
+        names ("cuda:N" takes N, N + 1, ...; under a launcher each data-parallel rank takes its own
+        run of GPUs, from LOCAL_RANK x tensor_parallel_size), or over CPU threads sharing its
+        cores. It must divide the attention heads and MLP widths (docs/tensor_parallel.md).
     enforce_eager: CUDA: launch every op of every forward instead of replaying CUDA graphs of the
         denoise forward (slower; for debugging).
     diversity_enforce: every request uses the sequential strategy in the blocks it begins with at
@@ -103,9 +106,7 @@ class Config:
         check_int("max_num_seqs", self.max_num_seqs, minimum=1, maximum=2**31 - 1)
         check_int("max_model_len", self.max_model_len, minimum=1, maximum=2**31 - 1)
         check_float("gpu_memory_utilization", self.gpu_memory_utilization, maximum=1.0, above=0.0)
-        if check_int("tensor_parallel_size", self.tensor_parallel_size, minimum=1) != 1:
-            raise ValueError(f"tensor_parallel_size={self.tensor_parallel_size}: this engine runs each model on one "
-                             "device; tensor parallelism is not supported (use 1)")
+        check_int("tensor_parallel_size", self.tensor_parallel_size, minimum=1, maximum=64)
         check_bool("enforce_eager", self.enforce_eager)
         check_bool("diversity_enforce", self.diversity_enforce)
         check_bool("epsilon_greedy", self.epsilon_greedy)
@@ -160,6 +161,7 @@ class Config:
         options.kv_cache_memory_bytes = self.kv_cache_memory_bytes
         options.enable_prefix_caching = self.enable_prefix_caching
         options.num_threads = self.num_threads
+        options.tensor_parallel_size = self.tensor_parallel_size
         options.enforce_eager = self.enforce_eager
         options.gpu_memory_utilization = self.gpu_memory_utilization
         options.load_format = self.load_format

@@ -5,7 +5,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/communicator.h"
+
 namespace jet {
+
+void Backend::all_reduce_sum(Tensor& x, Communicator& comm) { comm.all_reduce_sum(x); }
 
 void Backend::check_device_memory(const void*, size_t, const std::string& what) const {
   throw Error(str(what, " is in GPU memory, and the ", name(),

@@ -12,6 +12,7 @@
 #include "backend/tensor.h"
 #include "core/fp8.h"
 #include "core/host_device.h"
+#include "backend/communicator.h"
 #include "sampling/sampling_types.h"
 
 namespace jet {
@@ -223,6 +224,9 @@ class Backend {
   // partial RoPE (qk_norm_rope's rotary_dim).
   virtual void moe(const Tensor& x, const MoeWeights& w, Tensor& out) = 0;
   virtual bool supports_llada2_layers() const { return true; }
+  // x becomes the sum of x over the tensor-parallel ranks of `comm` (backend/communicator.h),
+  // queued after this backend's earlier work.
+  virtual void all_reduce_sum(Tensor& x, Communicator& comm);
 
   // Runs `work`, a fixed sequence of op calls whose launch shapes `key` determines (same key, same
   // shapes, same buffers). A backend that can record work (CUDA graphs) records it at the key's
@@ -257,5 +261,19 @@ class Backend {
 // "auto" take the GPU of LOCAL_RANK when a launcher (torchrun, accelerate) set it and more than one
 // GPU is visible, else the first. Throws jet::Error for an unknown name or a GPU that is not there.
 std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads);
+
+// Tensor-parallel ranks in one process, at most this many (the GPUs of one host).
+constexpr int kMaxTensorParallel = 64;
+
+// The backends of a tensor-parallel group of `size` ranks and the communicators that join them
+// (backend/communicator.h; none for one rank): `size` GPUs from the first that make_backend
+// would take ("cuda:N": N, N + 1, ...; under a launcher's LOCAL_RANK, that process's own run of
+// `size` GPUs, from LOCAL_RANK x size), or `size` CPU backends sharing num_threads cores.
+struct BackendGroup {
+  std::vector<std::unique_ptr<Backend>> backends;
+  std::vector<std::unique_ptr<Communicator>> comms;
+  bool shared_memory = false;  // every rank's backend takes the host's memory (CPU)
+};
+BackendGroup make_backend_group(const std::string& device, int num_threads, int size);
 
 }  // namespace jet

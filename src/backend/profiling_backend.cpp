@@ -60,6 +60,9 @@ class ProfilingBackend final : public Backend {
   void moe(const Tensor& x, const MoeWeights& w, Tensor& out) override {
     timed("moe", [&] { inner_->moe(x, w, out); });
   }
+  void all_reduce_sum(Tensor& x, Communicator& comm) override {
+    timed("all_reduce_sum", [&] { inner_->all_reduce_sum(x, comm); });
+  }
   void gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) override {
     timed("gather_block_tokens", [&] { inner_->gather_block_tokens(blocks, slots, ids); });
   }

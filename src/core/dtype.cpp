@@ -98,4 +98,26 @@ void convert_to_f32(DType from, const void* src, float* dst, size_t n) {
   throw Error(str("cannot convert ", dtype_name(from), " to F32"));
 }
 
+void convert_from_f32(DType to, const float* src, void* dst, size_t n) {
+  switch (to) {
+    case DType::F32:
+      std::memcpy(dst, src, n * 4);
+      return;
+    case DType::BF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+      return;
+    }
+    case DType::F16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
+      return;
+    }
+    case DType::F8E4M3:
+    case DType::I32:
+      break;
+  }
+  throw Error(str("cannot convert F32 to ", dtype_name(to)));
+}
+
 }  // namespace jet

@@ -36,5 +36,7 @@ uint16_t f32_to_f16(float f);
 
 // Converts n elements of type `from` at src into f32 at dst.
 void convert_to_f32(DType from, const void* src, float* dst, size_t n);
+// Converts n f32 values at src into type `to` (F32, BF16 or F16, rounded to nearest even) at dst.
+void convert_from_f32(DType to, const float* src, void* dst, size_t n);
 
 }  // namespace jet

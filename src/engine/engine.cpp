@@ -209,12 +209,12 @@ std::vector<std::string> remasking_strategies() {
 
 Engine::Engine(const EngineOptions& options) : impl_(std::make_unique<Impl>(options)) {}
 Engine::~Engine() {
-  if (impl_) impl_->backend->use_on_this_thread();  // its buffers are freed on the engine's device
+  if (impl_) impl_->model->use_on_this_thread();  // its buffers are freed on the engine's device
 }
 
 std::vector<GenerationOutput> Engine::generate(const std::vector<Prompt>& prompts,
                                                const std::vector<SamplingParams>& params, const ProgressFn& progress) {
-  impl_->backend->use_on_this_thread();
+  impl_->model->use_on_this_thread();
   std::vector<Sequence> seqs = impl_->make_sequences(prompts, params);
   std::vector<GenerationOutput> outputs(seqs.size());
   impl_->run(
@@ -224,7 +224,7 @@ std::vector<GenerationOutput> Engine::generate(const std::vector<Prompt>& prompt
 
 void Engine::generate_streaming(const std::vector<Prompt>& prompts, const std::vector<SamplingParams>& params,
                                 int max_active, const OutputFn& on_output, const ProgressFn& progress) {
-  impl_->backend->use_on_this_thread();
+  impl_->model->use_on_this_thread();
   std::vector<Sequence> seqs = impl_->make_sequences(prompts, params);
   impl_->run(seqs, max_active > 0 ? max_active : impl_->options.max_num_seqs, on_output, progress);
 }

@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "backend/profiling_backend.h"
 #include "chat/chat_template.h"
+#include "engine/model_ranks.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -27,8 +28,7 @@ struct Engine::Impl {
   const EngineOptions user_options;  // as given (options may be adjusted, e.g. max_model_len)
   EngineOptions options;
   std::shared_ptr<OpProfile> op_profile = std::make_shared<OpProfile>();
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<Model> model;
+  std::unique_ptr<ModelRanks> model;  // the model on each tensor-parallel rank (one without TP)
   Tokenizer tokenizer;
   std::optional<ChatTemplate> chat_template;
   std::string chat_template_error;  // why chat_template is empty

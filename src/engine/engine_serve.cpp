@@ -10,7 +10,7 @@
 namespace jet {
 
 void Engine::serve(const RequestSource& source, int max_active) {
-  impl_->backend->use_on_this_thread();
+  impl_->model->use_on_this_thread();
   // The requests in flight, by the id their Sequence carries as its index (map nodes stay put).
   struct Live {
     Sequence seq;

@@ -28,12 +28,12 @@ Engine::Impl::Impl(const EngineOptions& opts)
             "'");
   JET_CHECK(options.num_threads >= 0 && options.num_threads <= kMaxThreads, "num_threads must be in [0, ", kMaxThreads,
             "] (0 = all cores), got ", options.num_threads);
-  backend = make_backend(options.device, options.num_threads);
-  if (options.profile_ops) backend = make_profiling_backend(std::move(backend), op_profile);
-  model = load_model(options.model, *backend, options.load_format == "dummy", options.quantization == "fp8");
+  model = std::make_unique<ModelRanks>(options, options.profile_ops ? op_profile : nullptr);
   const ModelConfig& c = model->config();
-  log_info("weights: ", (model->weight_bytes() + (1 << 19)) >> 20, " MiB (", family_name(c.family), ", ", c.layers,
-           " layers", model->fp8_projections() ? ", FP8 projections" : "", ") on ", backend->name());
+  const Backend& backend = model->backend();
+  log_info("weights: ", (model->model().weight_bytes() + (1 << 19)) >> 20, " MiB (", family_name(c.family), ", ",
+           c.layers, " layers", model->model().fp8_projections() ? ", FP8 projections" : "", ") on ", backend.name(),
+           model->size() > 1 ? str(", each of ", model->size(), " tensor-parallel ranks") : "");
 
   block_length = options.block_length > 0 ? options.block_length : c.block_size;
   JET_CHECK(options.block_length >= 0, "block_length must be >= 1 (or 0 for the model's), got ", options.block_length);
@@ -85,27 +85,32 @@ Engine::Impl::Impl(const EngineOptions& opts)
   summary.block_length = block_length;
   summary.mask_token_id = mask_id;
   summary.eos_token_ids = limits.eos_ids;
-  summary.device = backend->name();
+  summary.device = backend.name();
 }
 
 void Engine::Impl::build_cache() {
   const ModelConfig& c = model->config();
+  Backend& backend = model->backend();
   const int page_size = options.kvcache_page_size;
-  const size_t bytes_per_page =
-      size_t{2} * c.layers * page_size * c.kv_heads * c.head_dim * dtype_size(backend->compute_dtype());
+  // Per rank: each holds its share of the key/value heads (model_shard.h).
+  const size_t bytes_per_page = size_t{2} * c.layers * page_size * model->model().shard().kv_heads * c.head_dim *
+                                dtype_size(backend.compute_dtype());
   int64_t pages = options.num_kvcache_pages;
   // The largest forward: max_num_batched_tokens, or one sequence's prompt or block pair alone.
   const int64_t forward_tokens =
       std::max<int64_t>({options.max_num_batched_tokens, options.max_model_len, 2 * int64_t{block_length}});
   const int64_t logits_rows = ModelRunner::logits_chunk_rows(static_cast<int>(c.vocab), options.max_num_batched_tokens);
-  const size_t activations = model->activation_bytes(forward_tokens) + size_t(logits_rows) * c.vocab * sizeof(float);
+  const size_t activations =
+      model->model().activation_bytes(forward_tokens) + size_t(logits_rows) * c.vocab * sizeof(float);
   if (pages <= 0) {
     size_t budget = size_t(options.kv_cache_memory_bytes);
     if (budget == 0) {
-      budget = backend->default_kv_budget_bytes(options.gpu_memory_utilization);
+      budget = backend.default_kv_budget_bytes(options.gpu_memory_utilization);
       // Sleeping weights come back into this memory: the cache leaves room for them.
-      const size_t set_aside = activations + model->asleep_bytes();
+      const size_t set_aside = activations + model->model().asleep_bytes();
       budget = budget > set_aside ? budget - set_aside : 0;
+      // Ranks that take one memory (the CPU's) share its budget.
+      if (model->shared_memory()) budget /= model->size();
       log_info("activations: ", activations >> 20, " MiB set aside for forwards of up to ", forward_tokens,
                " tokens and logits chunks of ", logits_rows, " rows");
     }
@@ -127,7 +132,8 @@ void Engine::Impl::build_cache() {
   sl.shifted_logits = c.shifted_logits;
   scheduler = std::make_unique<Scheduler>(sl, static_cast<int>(pages), page_size);
   log_info("KV cache: ", pages, " pages of ", page_size, " tokens (", pages * page_size, " tokens, ",
-           double(pages) * bytes_per_page / (1 << 20), " MiB) on ", backend->name());
+           double(pages) * bytes_per_page / (1 << 20), " MiB) on ", backend.name(),
+           model->size() > 1 ? " per rank" : "");
   summary.kv_pages = pages;
   summary.kv_page_size = page_size;
 }

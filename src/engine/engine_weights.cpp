@@ -39,26 +39,26 @@ TensorMap as_tensor_map(const std::vector<WeightView>& views, const std::string&
 }  // namespace
 
 void Engine::update_weights(const std::vector<WeightView>& weights) {
-  impl_->backend->use_on_this_thread();
-  impl_->model->update(as_tensor_map(weights, "update_weights", *impl_->backend));
+  impl_->model->use_on_this_thread();
+  impl_->model->update(as_tensor_map(weights, "update_weights", impl_->model->backend()));
   if (impl_->scheduler) impl_->scheduler->forget_cached_prefixes();  // their K/V came from the old weights
 }
 
 void Engine::offload_parameters() {
-  impl_->backend->use_on_this_thread();
+  impl_->model->use_on_this_thread();
   impl_->model->release();
 }
 
 void Engine::free_all_resources() {
-  impl_->backend->use_on_this_thread();
+  impl_->model->use_on_this_thread();
   impl_->model->release();
   impl_->scheduler.reset();
   impl_->runner.reset();
 }
 
 void Engine::load_weights(const std::vector<WeightView>& weights) {
-  impl_->backend->use_on_this_thread();
-  impl_->model->load(as_tensor_map(weights, "load_weights", *impl_->backend));
+  impl_->model->use_on_this_thread();
+  impl_->model->load(as_tensor_map(weights, "load_weights", impl_->model->backend()));
   if (impl_->scheduler) impl_->scheduler->forget_cached_prefixes();
 }
 
@@ -76,7 +76,7 @@ bool Engine::has_weights() const { return impl_->model->has_weights(); }
 void Engine::sleep(int level) {
   JET_CHECK(level == 1 || level == 2,
             "sleep: level must be 1 (the weights to host memory, the KV cache freed) or 2 (both freed), got ", level);
-  impl_->backend->use_on_this_thread();
+  impl_->model->use_on_this_thread();
   impl_->scheduler.reset();
   impl_->runner.reset();
   if (level == 2) {
@@ -87,7 +87,7 @@ void Engine::sleep(int level) {
 }
 
 void Engine::wake_up(bool weights, bool kv_cache) {
-  impl_->backend->use_on_this_thread();
+  impl_->model->use_on_this_thread();
   if (weights) impl_->model->wake_weights();
   if (kv_cache && !impl_->runner) impl_->build_cache();
 }

@@ -36,27 +36,46 @@ int64_t ModelRunner::logits_chunk_rows(int vocab, int max_batched_tokens) {
   return std::max<int64_t>(1, std::min<int64_t>(fitting, max_batched_tokens));
 }
 
-ModelRunner::ModelRunner(Model& model, int block_length, int num_slots, int num_pages, int page_size,
+ModelRunner::ModelRunner(ModelRanks& ranks, int block_length, int num_slots, int num_pages, int page_size,
                          int max_batched_tokens, bool record_forwards, RunnerStats& stats)
-    : model_(model),
-      backend_(model.backend()),
+    : model_ranks_(ranks),
+      config_(ranks.config()),
+      ranks_(ranks.size()),
       block_length_(block_length),
       max_batched_tokens_(max_batched_tokens),
       record_forwards_(record_forwards),
       stats_(stats) {
-  const ModelConfig& c = model.config();
-  kv_ = backend_.alloc_kv_cache(c.layers, num_pages, page_size, c.kv_heads, c.head_dim);
-  state_ = backend_.alloc_decode_state(num_slots, block_length, c.vocab);
-  // Its contents reach the backend with the first forward, after the first block has started.
-  host_state_.resize(state_.block_region.numel());
+  const ModelConfig& c = config_;
+  on_every_rank([&](Rank& r) {
+    const int rank = static_cast<int>(&r - ranks_.data());
+    r.model = &ranks.model(rank);
+    r.backend = &ranks.backend(rank);
+    r.kv = r.backend->alloc_kv_cache(static_cast<int>(c.layers), num_pages, page_size,
+                                     static_cast<int>(r.model->shard().kv_heads), static_cast<int>(c.head_dim));
+    r.state = r.backend->alloc_decode_state(num_slots, block_length, static_cast<int>(c.vocab));
+  });
+  // Its contents reach the backends with the first forward, after the first block has started.
+  host_state_.resize(state().block_region.numel());
+}
+
+ModelRunner::~ModelRunner() {
+  // Each rank frees its cache and state on its own thread, where its device is current.
+  try {
+    on_every_rank([](Rank& r) { r = Rank{}; });
+  } catch (...) {  // a destructor must not throw
+  }
+}
+
+void ModelRunner::on_every_rank(const std::function<void(Rank&)>& task) {
+  model_ranks_.run([&](int rank) { task(ranks_[rank]); });
 }
 
 int32_t* ModelRunner::host_part(const Tensor& part) {
-  return host_state_.data() + (part.ptr<int32_t>() - state_.block_region.ptr<int32_t>());
+  return host_state_.data() + (part.ptr<int32_t>() - state().block_region.ptr<int32_t>());
 }
 
 const int32_t* ModelRunner::host_part(const Tensor& part) const {
-  return host_state_.data() + (part.ptr<int32_t>() - state_.block_region.ptr<int32_t>());
+  return host_state_.data() + (part.ptr<int32_t>() - state().block_region.ptr<int32_t>());
 }
 
 void ModelRunner::start_forward() {
@@ -67,27 +86,30 @@ void ModelRunner::start_forward() {
 }
 
 void ModelRunner::begin_sequence(const Sequence& seq) {
-  backend_.set_slot_params(state_, seq.slot, seq.request.slot);
-  if (seq.request.slot.repetition_penalty == 1.0f) return;
-  backend_.clear_seen(state_, seq.slot);
-  backend_.mark_seen(state_, seq.slot, seq.prompt);
+  on_every_rank([&](Rank& r) {
+    r.backend->set_slot_params(r.state, seq.slot, seq.request.slot);
+    if (seq.request.slot.repetition_penalty == 1.0f) return;
+    r.backend->clear_seen(r.state, seq.slot);
+    r.backend->mark_seen(r.state, seq.slot, seq.prompt);
+  });
 }
 
 void ModelRunner::mark_committed(const Sequence& seq, const std::vector<int32_t>& tokens) {
-  if (seq.request.slot.repetition_penalty != 1.0f) backend_.mark_seen(state_, seq.slot, tokens);
+  if (seq.request.slot.repetition_penalty == 1.0f) return;
+  on_every_rank([&](Rank& r) { r.backend->mark_seen(r.state, seq.slot, tokens); });
 }
 
 void ModelRunner::start_block(int slot, const std::vector<int32_t>& tokens, int32_t mask_id) {
   const int B = block_length_;
-  JET_ASSERT(slot >= 0 && slot < state_.num_slots && static_cast<int>(tokens.size()) == B);
-  int32_t* current = host_part(state_.tokens) + slot * B;
-  std::copy_n(current, B, host_part(state_.saved_tokens) + slot * B);
+  JET_ASSERT(slot >= 0 && slot < state().num_slots && static_cast<int>(tokens.size()) == B);
+  int32_t* current = host_part(state().tokens) + slot * B;
+  std::copy_n(current, B, host_part(state().saved_tokens) + slot * B);
   std::copy(tokens.begin(), tokens.end(), current);
   // Zero words are 0 and 0.0f alike.
-  for (const Tensor* part : {&state_.trajectory, &state_.logprobs, &state_.entropies}) {
+  for (const Tensor* part : {&state().trajectory, &state().logprobs, &state().entropies}) {
     std::fill_n(host_part(*part) + slot * B, B, 0);
   }
-  host_part(state_.masks_left)[slot] = static_cast<int32_t>(std::count(tokens.begin(), tokens.end(), mask_id));
+  host_part(state().masks_left)[slot] = static_cast<int32_t>(std::count(tokens.begin(), tokens.end(), mask_id));
   host_state_newer_ = true;
 }
 
@@ -105,7 +127,7 @@ void ModelRunner::fill_layout(BatchLayout& layout, const Sequence& seq, int firs
 template <typename Seqs>
 BatchLayout ModelRunner::empty_layout(const Seqs& seqs) const {
   BatchLayout layout;
-  layout.mask_block = model_.config().block_causal ? block_length_ : 0;
+  layout.mask_block = config_.block_causal ? block_length_ : 0;
   layout.seq_starts.push_back(0);
   for (const Sequence* s : seqs) layout.max_pages = std::max(layout.max_pages, static_cast<int>(s->pages.size()));
   layout.max_pages = static_cast<int>(bucketed(layout.max_pages));  // the rows are padded with -1
@@ -137,18 +159,20 @@ void ModelRunner::prefill(const std::vector<Sequence*>& seqs) {
 
 void ModelRunner::prefill_forward(const std::vector<Sequence*>& seqs) {
   if (seqs.empty()) return;
-  ForwardBatch batch;
-  BatchLayout& layout = batch.host;
-  layout = empty_layout(seqs);
+  BatchLayout layout = empty_layout(seqs);
   std::vector<int32_t> ids;
   for (const Sequence* s : seqs) {
     const int end = prefill_end(*s);
     fill_layout(layout, *s, s->num_cached, end - s->num_cached);
     ids.insert(ids.end(), s->prompt.begin() + s->num_cached, s->prompt.begin() + end);
   }
-  const Tensor ids_t = backend_.upload_batch(batch, layout_arena_, {&ids})[0];
   start_forward();
-  model_.forward(batch, ids_t, kv_, nullptr);
+  on_every_rank([&](Rank& r) {
+    ForwardBatch rank_batch;
+    rank_batch.host = layout;
+    const Tensor ids_t = r.backend->upload_batch(rank_batch, r.layout_arena, {&ids})[0];
+    r.model->forward(rank_batch, ids_t, r.kv, nullptr);
+  });
 }
 
 std::vector<StepResult> ModelRunner::denoise(const std::vector<Sequence*>& denoising,
@@ -162,12 +186,11 @@ std::vector<StepResult> ModelRunner::denoise(const std::vector<Sequence*>& denoi
     Sequence* saving = nullptr;
   };
   // By slot: the sequence's previous block is saved this step; it rides in its next block's entry.
-  std::vector<char> saves(state_.num_slots, 0), rides(state_.num_slots, 0);
+  std::vector<char> saves(state().num_slots, 0), rides(state().num_slots, 0);
   for (const Sequence* s : saving) saves[s->slot] = 1;
   // A head step's entry is its saved block alone (the block's first position is sampled from
   // the save's last row).
-  for (const Sequence* s : denoising)
-    rides[s->slot] = saves[s->slot] && (model_.config().block_causal || s->head_pending);
+  for (const Sequence* s : denoising) rides[s->slot] = saves[s->slot] && (config_.block_causal || s->head_pending);
   std::vector<Entry> entries;
   for (Sequence* s : saving) {
     if (!rides[s->slot]) entries.push_back({nullptr, s});
@@ -189,11 +212,12 @@ std::vector<StepResult> ModelRunner::denoise(const std::vector<Sequence*>& denoi
       });
   if (denoising.empty()) return {};
 
-  backend_.download(host_state_.data(), state_.block_region.data, state_.block_region.nbytes());
+  // Every rank's state is the same; rank 0's comes back.
+  ranks_.front().backend->download(host_state_.data(), state().block_region.data, state().block_region.nbytes());
   idle_since_ = std::chrono::steady_clock::now();
   std::vector<StepResult> results;
   for (const Sequence* s : denoising) {
-    results.push_back({host_part(state_.masks_left)[s->slot], host_part(state_.changes)[s->slot]});
+    results.push_back({host_part(state().masks_left)[s->slot], host_part(state().changes)[s->slot]});
   }
   return results;
 }
@@ -202,9 +226,7 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
   const int B = block_length_;
   std::vector<const Sequence*> all(denoising.begin(), denoising.end());
   all.insert(all.end(), saving.begin(), saving.end());
-  ForwardBatch batch;
-  BatchLayout& layout = batch.host;
-  layout = empty_layout(all);
+  BatchLayout layout = empty_layout(all);
   // The layout's entries and the block each row of ids comes from (block_slots: a row of the
   // state's block_tokens, num_slots + slot for a saved block). Every layer stores every entry's
   // K/V (qk_norm_rope) before any query reads the cache. Block-causal models hold a sequence's
@@ -214,20 +236,20 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
   // next one): denoising entries first, then saved ones. A head step's entry (shifted-logit
   // models, docs/decoding.md §1) is its saved block alone, whose last row gives the logits of the
   // block's first position.
-  const bool merge_saves = model_.config().block_causal;
-  const int shift = model_.config().shifted_logits ? 1 : 0;
+  const bool merge_saves = config_.block_causal;
+  const int shift = config_.shifted_logits ? 1 : 0;
   std::vector<int32_t> block_slots;
   // Each denoising sequence's row of its block's first position (past the end of a head step's
   // entry, which holds the block before it only), which the logits rows are counted from.
   std::vector<int> denoise_row0;
-  std::vector<char> save_pending(state_.num_slots, 0);  // by slot: a saved block not yet in an entry
+  std::vector<char> save_pending(state().num_slots, 0);  // by slot: a saved block not yet in an entry
   for (const Sequence* s : saving) save_pending[s->slot] = 1;
   for (const Sequence* s : denoising) {
     const bool saves = (merge_saves || s->head_pending) && save_pending[s->slot];
     JET_ASSERT(saves || !s->head_pending, "a head step without its saved block");
     if (saves) {
       save_pending[s->slot] = 0;
-      block_slots.push_back(state_.num_slots + s->slot);
+      block_slots.push_back(state().num_slots + s->slot);
     }
     denoise_row0.push_back(layout.num_tokens + (saves ? B : 0));
     if (s->head_pending) {
@@ -239,7 +261,7 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
   }
   for (const Sequence* s : saving) {
     if (!save_pending[s->slot]) continue;  // it rode in its next block's entry
-    block_slots.push_back(state_.num_slots + s->slot);
+    block_slots.push_back(state().num_slots + s->slot);
     fill_layout(layout, *s, s->block_start - B, B);
   }
   const int num_rows = static_cast<int>(denoising.size());
@@ -264,7 +286,7 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
     r.candidates_begin = s->head_pending ? 0 : s->window_begin;
     r.candidates_end = s->head_pending ? 1 : s->window_begin + s->request.sub_block_length;
     if (s->request.editing) r.edits_begin = std::max(0, s->prompt_len() - s->block_start);
-    const int32_t* block = host_part(state_.tokens) + s->slot * B;
+    const int32_t* block = host_part(state().tokens) + s->slot * B;
     for (int j = 0; j < B; ++j) {
       if (has_logits_row(r, j, block[j] == s->request.slot.mask_id)) logit_rows.push_back(denoise_row0[i] + j - shift);
     }
@@ -281,49 +303,53 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
   std::vector<int32_t> row_words(rows.size() * sizeof(StepRow) / 4);
   std::copy_n(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(StepRow),
               reinterpret_cast<char*>(row_words.data()));
-  const std::vector<Tensor> extras =
-      backend_.upload_batch(batch, layout_arena_, {&block_slots, &row_words, &logit_rows});
-  if (host_state_newer_) {
-    backend_.upload(state_.block_region.data, host_state_.data(), state_.block_region.nbytes());
-    host_state_newer_ = false;
-  }
-  Tensor ids = backend_.grow_view(ids_buffer_, DType::I32, {layout.num_tokens});
-  const int V = model_.config().vocab;
+  const int V = static_cast<int>(config_.vocab);
   const int64_t chunk_rows = std::min(num_logits, logits_chunk_rows(V, max_batched_tokens_));
-  Tensor logits;
-  if (num_rows > 0) logits = backend_.grow_view(logits_buffer_, DType::F32, {chunk_rows, V});
-  auto forward_and_step = [&] {
-    backend_.gather_block_tokens(state_.block_tokens, extras[0], ids);
-    const Tensor hidden = model_.forward_hidden(batch, ids, kv_, num_rows > 0 ? num_logits : 0, &extras[2]);
-    if (num_rows == 0) return;
-    for (int64_t first = 0; first < num_logits; first += chunk_rows) {
-      const int64_t end = std::min(num_logits, first + chunk_rows);
-      Tensor chunk = logits.rows(0, end - first);
-      model_.lm_head(hidden.rows(first, end), chunk);
-      backend_.sample_positions(chunk, first, extras[1], num_rows, state_);
-    }
-    backend_.commit_step(extras[1], num_rows, num_logits, state_);
-  };
+  const bool upload_state = host_state_newer_;
+  host_state_newer_ = false;
   start_forward();
-  // Everything the work reads sits at addresses fixed by these sizes (the layout arena's
-  // offsets, ids, logits, the model's scratch), and the attention launch depends on no more (an
-  // entry holds B or 2B tokens, so the counts fix how many hold 2B); the logits count sets the LM
-  // head's shape and the logits view.
-  if (record_forwards_) {
-    backend_.run_recorded(
-        str(layout.num_seqs, ' ', layout.num_tokens, ' ', layout.max_pages, ' ', num_rows, ' ', num_logits),
-        forward_and_step);
-  } else {
-    forward_and_step();
-  }
+  on_every_rank([&](Rank& r) {
+    Backend& backend = *r.backend;
+    ForwardBatch rank_batch;
+    rank_batch.host = layout;
+    const std::vector<Tensor> extras =
+        backend.upload_batch(rank_batch, r.layout_arena, {&block_slots, &row_words, &logit_rows});
+    if (upload_state) backend.upload(r.state.block_region.data, host_state_.data(), r.state.block_region.nbytes());
+    Tensor ids = backend.grow_view(r.ids_buffer, DType::I32, {layout.num_tokens});
+    Tensor logits;
+    if (num_rows > 0) logits = backend.grow_view(r.logits_buffer, DType::F32, {chunk_rows, V});
+    auto forward_and_step = [&] {
+      backend.gather_block_tokens(r.state.block_tokens, extras[0], ids);
+      const Tensor hidden = r.model->forward_hidden(rank_batch, ids, r.kv, num_rows > 0 ? num_logits : 0, &extras[2]);
+      if (num_rows == 0) return;
+      for (int64_t first = 0; first < num_logits; first += chunk_rows) {
+        const int64_t end = std::min(num_logits, first + chunk_rows);
+        Tensor chunk = logits.rows(0, end - first);
+        r.model->lm_head(hidden.rows(first, end), chunk);
+        backend.sample_positions(chunk, first, extras[1], num_rows, r.state);
+      }
+      backend.commit_step(extras[1], num_rows, num_logits, r.state);
+    };
+    // Everything the work reads sits at addresses fixed by these sizes (the layout arena's
+    // offsets, ids, logits, the model's scratch), and the attention launch depends on no more (an
+    // entry holds B or 2B tokens, so the counts fix how many hold 2B); the logits count sets the
+    // LM head's shape and the logits view.
+    if (record_forwards_) {
+      backend.run_recorded(
+          str(layout.num_seqs, ' ', layout.num_tokens, ' ', layout.max_pages, ' ', num_rows, ' ', num_logits),
+          forward_and_step);
+    } else {
+      forward_and_step();
+    }
+  });
 }
 
 int ModelRunner::prefill_end(const Sequence& seq) const {
-  return seq.prefill_end(block_length_, model_.config().shifted_logits);
+  return seq.prefill_end(block_length_, config_.shifted_logits);
 }
 
 int ModelRunner::first_masked_window(int slot, int from, int width, int32_t mask_id) const {
-  const int32_t* block = host_part(state_.tokens) + slot * block_length_;
+  const int32_t* block = host_part(state().tokens) + slot * block_length_;
   for (int begin = from; begin < block_length_; begin += width) {
     if (std::count(block + begin, block + begin + width, mask_id) > 0) return begin;
   }
@@ -339,10 +365,10 @@ BlockRecord ModelRunner::read_block(int slot) const {
     return out;
   };
   BlockRecord r;
-  r.tokens.assign(row(state_.tokens), row(state_.tokens) + B);
-  r.trajectory.assign(row(state_.trajectory), row(state_.trajectory) + B);
-  r.logprobs = floats(state_.logprobs);
-  r.entropies = floats(state_.entropies);
+  r.tokens.assign(row(state().tokens), row(state().tokens) + B);
+  r.trajectory.assign(row(state().trajectory), row(state().trajectory) + B);
+  r.logprobs = floats(state().logprobs);
+  r.entropies = floats(state().entropies);
   return r;
 }
 

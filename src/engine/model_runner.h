@@ -7,10 +7,12 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/model_ranks.h"
 #include "engine/sequence.h"
 #include "model/model.h"
 
@@ -38,15 +40,18 @@ class ModelRunner {
   // dense models; false runs every op eagerly. `stats` accumulates what the runner does.
   // A forward holds at most max_batched_tokens tokens (a sequence's entry alone may hold more):
   // a step's sequences are split into as many forwards as that takes.
-  ModelRunner(Model& model, int block_length, int num_slots, int num_pages, int page_size, int max_batched_tokens,
+  // Every forward and decode step runs on each of `ranks`' tensor-parallel ranks, which hold a
+  // cache and decode state each and commit the same tokens; the host copy of the block state is
+  // one, read back from rank 0.
+  ModelRunner(ModelRanks& ranks, int block_length, int num_slots, int num_pages, int page_size, int max_batched_tokens,
               bool record_forwards, RunnerStats& stats);
+  ~ModelRunner();
+  ModelRunner(const ModelRunner&) = delete;
+  ModelRunner& operator=(const ModelRunner&) = delete;
 
   // The logits rows a denoise step computes and samples at a time: at most 512 MiB of logits, and
   // no more rows than a forward's tokens (max_batched_tokens).
   static int64_t logits_chunk_rows(int vocab, int max_batched_tokens);
-
-  Backend& backend() { return backend_; }
-  DecodeState& state() { return state_; }
 
   // Gives a newly admitted sequence its slot: its sampling parameters and, when it penalises
   // repetition, its prompt as the set of seen ids.
@@ -99,16 +104,27 @@ class ModelRunner {
   // counts the forward.
   void start_forward();
 
-  Model& model_;
-  Backend& backend_;
+  // What one tensor-parallel rank keeps on its backend.
+  struct Rank {
+    Model* model = nullptr;
+    Backend* backend = nullptr;
+    KvCache kv;
+    DecodeState state;
+    Buffer layout_arena, ids_buffer, logits_buffer;
+  };
+  // The rank-independent layout of the block state (rank 0's: every rank's has the same offsets).
+  const DecodeState& state() const { return ranks_.front().state; }
+  // Runs task(rank) on every rank at once.
+  void on_every_rank(const std::function<void(Rank&)>& task);
+
+  ModelRanks& model_ranks_;
+  const ModelConfig& config_;
+  std::vector<Rank> ranks_;
   int block_length_;
   int max_batched_tokens_;
   bool record_forwards_;
-  KvCache kv_;
-  DecodeState state_;
-  std::vector<int32_t> host_state_;  // mirror of state_.block_region
-  bool host_state_newer_ = false;    // a block started since the last upload
-  Buffer layout_arena_, ids_buffer_, logits_buffer_;
+  std::vector<int32_t> host_state_;                                  // mirror of the block state's block_region
+  bool host_state_newer_ = false;                                    // a block started since the last upload
   std::optional<std::chrono::steady_clock::time_point> idle_since_;  // the device has nothing queued
   RunnerStats& stats_;
 };

@@ -4,8 +4,13 @@
 
 namespace jet {
 
-Model::Model(ModelConfig config, Backend& backend, bool quantize_fp8)
-    : config_(std::move(config)), backend_(backend), quantize_fp8_(quantize_fp8) {
+Model::Model(ModelConfig config, Backend& backend, bool quantize_fp8, Communicator* comm, int ranks_per_memory)
+    : config_(std::move(config)),
+      backend_(backend),
+      quantize_fp8_(quantize_fp8),
+      comm_(comm),
+      shard_(make_shard(config_, comm ? comm->rank() : 0, comm ? comm->size() : 1)) {
+  shard_.ranks_per_memory = ranks_per_memory;
   const bool llada2_layers = config_.sigmoid_router || config_.shared_expert_intermediate > 0 || config_.rotary_dim > 0;
   JET_CHECK(!llada2_layers || backend_.supports_llada2_layers(), "model family ", family_name(config_.family),
             ": its sigmoid MoE routing, shared expert and partial RoPE are not on the ", backend_.name(),
@@ -20,14 +25,13 @@ size_t Model::weight_bytes() const {
 
 size_t Model::activation_bytes(int64_t tokens) const {
   const ModelConfig& c = config_;
-  const int64_t q_width = c.heads * c.head_dim;
-  const int64_t qkv_width = q_width + 2 * c.kv_heads * c.head_dim;
-  bool dense = false;
-  for (int64_t l = 0; l < c.layers; ++l) dense |= !c.is_moe_layer(l);
+  const int64_t q_width = shard_.heads * c.head_dim;
+  const int64_t qkv_width = q_width + 2 * shard_.kv_heads * c.head_dim;
+  const bool dense = shard_.intermediate > 0;
   // Scratch 0-4 hold every token, 5-6 every token of a dense MLP, 7-10 the last layer's logits
   // rows (at most every token); grow_view allocates a quarter more than asked.
   const int64_t per_token =
-      3 * c.hidden + qkv_width + q_width + (dense ? 3 * c.intermediate : 0) + q_width + 3 * c.hidden;
+      3 * c.hidden + qkv_width + q_width + (dense ? 3 * shard_.intermediate : 0) + q_width + 3 * c.hidden;
   const size_t bytes = static_cast<size_t>(tokens * per_token) * dtype_size(backend_.compute_dtype());
   return bytes + bytes / 4;
 }
@@ -47,6 +51,10 @@ void Model::project(const Tensor& x, const Linear& w, Tensor& out) {
   }
 }
 
+void Model::reduce(Tensor& partial) {
+  if (comm_ && comm_->size() > 1) backend_.all_reduce_sum(partial, *comm_);
+}
+
 void Model::forward(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, Tensor* logits,
                     const Tensor* logit_rows) {
   const Tensor hidden = forward_hidden(batch, ids, kv, logits ? logits->dim(0) : 0, logit_rows);
@@ -63,8 +71,9 @@ Tensor Model::forward_hidden(const ForwardBatch& batch, const Tensor& ids, KvCac
   const ModelConfig& c = config_;
   const int64_t T = batch.host.num_tokens;
   const DType act = backend_.compute_dtype();
-  const int64_t q_width = int64_t{c.heads} * c.head_dim;
-  const int64_t qkv_width = q_width + 2 * int64_t{c.kv_heads} * c.head_dim;
+  const int nh = static_cast<int>(shard_.heads), nkv = static_cast<int>(shard_.kv_heads);
+  const int64_t q_width = int64_t{nh} * c.head_dim;
+  const int64_t qkv_width = q_width + 2 * int64_t{nkv} * c.head_dim;
   const float eps = static_cast<float>(c.rms_eps);
 
   Tensor resid = scratch(0, act, {T, c.hidden});
@@ -83,13 +92,13 @@ Tensor Model::forward_hidden(const ForwardBatch& batch, const Tensor& ids, KvCac
       backend_.add_rmsnorm(resid, delta, w.attn_norm, eps, normed);
     }
     project(normed, w.qkv, qkv);
-    backend_.qk_norm_rope(qkv, w.qkv_bias, w.q_norm, w.k_norm, eps, batch, static_cast<float>(c.rope_theta), c.heads,
-                          c.kv_heads, c.head_dim, kv.k[l], kv.v[l], kv.page_size, static_cast<int>(c.rotary_dim));
+    backend_.qk_norm_rope(qkv, w.qkv_bias, w.q_norm, w.k_norm, eps, batch, static_cast<float>(c.rope_theta), nh, nkv,
+                          c.head_dim, kv.k[l], kv.v[l], kv.page_size, static_cast<int>(c.rotary_dim));
     // Past the last layer's K/V the cache needs nothing more, and the LM head only the rows whose
     // logits are asked for: the last layer's attention output, MLP and final norm run on those
     // rows alone, and a forward without logits (prefill, saving a block) ends here.
     if (last && num_rows == 0) return {};
-    backend_.attention(qkv, kv.k[l], kv.v[l], kv.page_size, batch, c.heads, c.kv_heads, c.head_dim, attn);
+    backend_.attention(qkv, kv.k[l], kv.v[l], kv.page_size, batch, nh, nkv, c.head_dim, attn);
     const int64_t rows = last ? num_rows : T;
     Tensor attn_rows, resid_rows, delta_rows, normed_rows;
     if (last && logit_rows) {  // the embedding op is a row gather; here its tables are activations
@@ -106,6 +115,7 @@ Tensor Model::forward_hidden(const ForwardBatch& batch, const Tensor& ids, KvCac
       normed_rows = normed.rows(0, rows);
     }
     project(attn_rows, w.o, delta_rows);
+    reduce(delta_rows);
     backend_.add_rmsnorm(resid_rows, delta_rows, w.mlp_norm, eps, normed_rows);
     if (w.is_moe) {
       backend_.moe(normed_rows, w.moe, delta_rows);
@@ -117,6 +127,7 @@ Tensor Model::forward_hidden(const ForwardBatch& batch, const Tensor& ids, KvCac
       backend_.swiglu(gate_up, hidden);
       project(hidden, w.down, delta_rows);
     }
+    reduce(delta_rows);
     if (last) {
       backend_.add_rmsnorm(resid_rows, delta_rows, weights_.final_norm, eps, normed_rows);
       return normed_rows;

@@ -12,7 +12,9 @@
 
 #include "backend/backend.h"
 #include "model/model_config.h"
+#include "model/model_shard.h"
 #include "model/tensor_source.h"
+#include "backend/communicator.h"
 
 namespace jet {
 
@@ -46,16 +48,23 @@ struct WeightSlot {
   float* scale = nullptr;  // FP8 only: the part's first scale
   Fp8Scaling scaling = Fp8Scaling::PerChannel;
   DType dtype = DType::F32;  // of a float part: the compute dtype, or F32 (a router's expert bias)
+  TensorPart part;           // of the checkpoint tensor, on a tensor-parallel rank
 };
 
 class Model {
  public:
   // quantize_fp8: projections given in a float dtype are quantized to FP8 as they load
   // (per-channel scales, docs/fp8.md); an FP8 checkpoint's projections are FP8 either way, and
-  // after one the model quantizes float weights it loads later too.
-  Model(ModelConfig config, Backend& backend, bool quantize_fp8 = false);
+  // after one the model quantizes float weights it loads later too. A tensor-parallel rank gets
+  // its group's communicator (which outlives it) and holds `shard` of the weights
+  // (model_shard.h); its forward sums the ranks' attention and MLP outputs through `comm`.
+  Model(ModelConfig config, Backend& backend, bool quantize_fp8 = false, Communicator* comm = nullptr,
+        int ranks_per_memory = 1);
 
   const ModelConfig& config() const { return config_; }
+  // What this rank holds: the heads and widths its forward runs (all of them without tensor
+  // parallelism).
+  const ModelShard& shard() const { return shard_; }
   Backend& backend() const { return backend_; }
   bool has_weights() const { return !weights_.storage.empty(); }
   // Bytes of backend memory the weights hold.
@@ -100,9 +109,14 @@ class Model {
   Tensor scratch(int slot, DType dtype, std::initializer_list<int64_t> dims);
   void project(const Tensor& x, const Linear& w, Tensor& out);
 
+  // The sum over the tensor-parallel ranks of a layer's partial output (none without them).
+  void reduce(Tensor& partial);
+
   ModelConfig config_;
   Backend& backend_;
   bool quantize_fp8_ = false;
+  Communicator* comm_ = nullptr;
+  ModelShard shard_;
   ModelWeights weights_;
   std::map<std::string, WeightSlot> slots_;  // checkpoint name -> place in weights_
   std::vector<Buffer> scratch_;              // activation buffers, grown on demand and reused

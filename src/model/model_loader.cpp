@@ -20,6 +20,16 @@ namespace jet {
 
 namespace {
 
+// Elements of `part` of t.
+int64_t part_numel(const TensorInfo& t, const TensorPart& part) {
+  if (part.whole()) return t.numel();
+  int64_t rows = 0;
+  if (part.rows.empty()) rows = t.shape[0];
+  for (const auto& [begin, end] : part.rows) rows += end - begin;
+  const int64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;
+  return rows * (part.col_end < 0 ? cols : part.col_end - part.col_begin);
+}
+
 // Converts one source tensor to the compute dtype, or quantizes it to FP8, and copies it to
 // backend memory. A device tensor in the compute dtype is copied on the device; any other comes
 // to the host first, since conversion and quantization run there.
@@ -27,26 +37,33 @@ class TensorWriter {
  public:
   explicit TensorWriter(Backend& backend) : backend_(backend) {}
 
-  // dtype: the compute dtype, or F32 for the few tensors kept in fp32 (a router's expert bias).
-  void write(const TensorInfo& t, void* dst, DType dtype) {
-    const size_t n = static_cast<size_t>(t.numel());
-    if (t.dtype == dtype) {  // a bf16 checkpoint on the GPU: no conversion (8 GB for SDAR-4B)
+  // Writes `part` of t (model_shard.h; all of it when whole). dtype: the compute dtype, or F32
+  // for the few tensors kept in fp32 (a router's expert bias).
+  void write(const TensorInfo& t, const TensorPart& part, void* dst, DType dtype) {
+    if (part.whole() && t.dtype == dtype) {  // a bf16 checkpoint on the GPU: no conversion (8 GB for SDAR-4B)
+      const size_t bytes = static_cast<size_t>(t.numel()) * dtype_size(dtype);
       if (t.on_device) {
-        backend_.copy_on_device(dst, t.data, n * dtype_size(dtype));
+        backend_.copy_on_device(dst, t.data, bytes);
       } else {
-        backend_.upload(dst, t.data, n * dtype_size(dtype));
+        backend_.upload(dst, t.data, bytes);
       }
       return;
     }
+    const void* src = part.whole() ? host_data(t) : gathered(t, part);
+    const size_t n = static_cast<size_t>(part_numel(t, part));
+    if (t.dtype == dtype) {
+      backend_.upload(dst, src, n * dtype_size(dtype));
+      return;
+    }
     staging_f32_.resize(n);
-    convert_to_f32(t.dtype, host_data(t), staging_f32_.data(), n);
-    const void* src = staging_f32_.data();
+    convert_to_f32(t.dtype, src, staging_f32_.data(), n);
+    const void* out = staging_f32_.data();
     if (dtype == DType::BF16) {
       staging_16_.resize(n);
       for (size_t i = 0; i < n; ++i) staging_16_[i] = f32_to_bf16(staging_f32_[i]);
-      src = staging_16_.data();
+      out = staging_16_.data();
     }
-    backend_.upload(dst, src, n * dtype_size(dtype));
+    backend_.upload(dst, out, n * dtype_size(dtype));
   }
 
   // A float tensor [rows, cols] quantized on the host (quantize_e4m3_matrix): its codes go to
@@ -71,12 +88,38 @@ class TensorWriter {
     return staging_device_.data();
   }
 
+  // The elements of `part` of t, row by row, in host memory (valid until the next call).
+  const void* gathered(const TensorInfo& t, const TensorPart& part) {
+    const char* src = static_cast<const char*>(host_data(t));
+    const size_t elem = dtype_size(t.dtype);
+    const int64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;
+    const int64_t col_begin = part.col_begin, col_end = part.col_end < 0 ? cols : part.col_end;
+    const std::vector<std::pair<int64_t, int64_t>> rows =
+        part.rows.empty() ? std::vector<std::pair<int64_t, int64_t>>{{0, t.shape[0]}} : part.rows;
+    staging_part_.resize(static_cast<size_t>(part_numel(t, part)) * elem);
+    char* dst = reinterpret_cast<char*>(staging_part_.data());
+    const size_t row_bytes = static_cast<size_t>(col_end - col_begin) * elem;
+    for (const auto& [begin, end] : rows) {
+      for (int64_t r = begin; r < end; ++r) {
+        std::memcpy(dst, src + (static_cast<size_t>(r * cols + col_begin)) * elem, row_bytes);
+        dst += row_bytes;
+      }
+    }
+    return staging_part_.data();
+  }
+
  private:
   Backend& backend_;
-  std::vector<std::byte> staging_device_;
+  std::vector<std::byte> staging_device_, staging_part_;
   std::vector<float> staging_f32_, staging_scales_;
   std::vector<uint16_t> staging_16_;
   std::vector<uint8_t> staging_codes_;
+};
+
+// A checkpoint tensor, or the part of it that this rank holds.
+struct Piece {
+  std::string name;
+  TensorPart part;
 };
 
 // Allocates the model's tensors and fills them from a source, recording each name's slot.
@@ -86,38 +129,45 @@ class WeightBuilder {
                 std::map<std::string, WeightSlot>& slots)
       : backend_(backend), source_(source), weights_(weights), slots_(slots), writer_(backend) {}
 
-  // The named tensors stacked along their first dimension, as one backend tensor of `dims`, in the
+  // The pieces stacked along their first dimension, as one backend tensor of `dims`, in the
   // compute dtype unless `f32`.
-  Tensor stacked(const std::vector<std::string>& names, std::initializer_list<int64_t> dims, bool f32 = false) {
+  Tensor stacked(const std::vector<Piece>& pieces, std::initializer_list<int64_t> dims, bool f32 = false) {
     const DType dtype = f32 ? DType::F32 : backend_.compute_dtype();
     Tensor out = backend_.alloc_tensor(weights_.storage, dtype, dims);
     char* dst = out.ptr<char>();
-    for (const std::string& name : names) {
-      const TensorInfo* t = source_.find(name);
-      JET_ASSERT(t, "tensor ", name, " passed validation but is missing");
-      const size_t bytes = static_cast<size_t>(t->numel()) * dtype_size(dtype);
-      JET_ASSERT(dst + bytes <= out.ptr<char>() + out.nbytes(), "tensor ", name, " overflows its stack");
-      writer_.write(*t, dst, dtype);
-      slots_[name] = WeightSlot{dst, t->numel(), nullptr, Fp8Scaling::PerChannel, dtype};
+    for (const Piece& piece : pieces) {
+      const TensorInfo* t = source_.find(piece.name);
+      JET_ASSERT(t, "tensor ", piece.name, " passed validation but is missing");
+      const int64_t numel = part_numel(*t, piece.part);
+      const size_t bytes = static_cast<size_t>(numel) * dtype_size(dtype);
+      JET_ASSERT(dst + bytes <= out.ptr<char>() + out.nbytes(), "tensor ", piece.name, " overflows its stack");
+      writer_.write(*t, piece.part, dst, dtype);
+      slots_[piece.name] = WeightSlot{dst, numel, nullptr, Fp8Scaling::PerChannel, dtype, piece.part};
       dst += bytes;
     }
     JET_ASSERT(dst == out.ptr<char>() + out.nbytes(), "stacked tensors do not fill their destination");
     return out;
   }
 
+  // A whole tensor (a norm, router or embedding: every rank holds all of it).
   Tensor single(const std::string& name, bool f32 = false) {
     const TensorInfo* t = source_.find(name);
     JET_ASSERT(t && t->shape.size() >= 1 && t->shape.size() <= 2, "tensor ", name, " passed validation but is odd");
-    if (t->shape.size() == 1) return stacked({name}, {t->shape[0]}, f32);
-    return stacked({name}, {t->shape[0], t->shape[1]}, f32);
+    if (t->shape.size() == 1) return stacked({{name}}, {t->shape[0]}, f32);
+    return stacked({{name}}, {t->shape[0], t->shape[1]}, f32);
   }
 
-  // A projection: the named [rows_i, cols] tensors stacked into one Linear of `dims` ([N, K], or
-  // [E, N, K] for experts). FP8 when the checkpoint's tensors are (validation made a stack all
-  // FP8 or none) or when quantizing at load; else as `stacked`.
-  Linear projection(const std::vector<std::string>& names, std::initializer_list<int64_t> dims, bool quantize) {
-    const bool from_checkpoint = source_.find(names.front())->dtype == DType::F8E4M3;
-    if (!from_checkpoint && !quantize) return {stacked(names, dims)};
+  // A projection: the pieces of [rows_i, cols] tensors stacked into one Linear of `dims` ([N, K],
+  // or [E, N, K] for experts). FP8 when the checkpoint's tensors are (validation made a stack all
+  // FP8 or none) or when quantizing at load (whole tensors only); else as `stacked`.
+  Linear projection(const std::vector<Piece>& pieces, std::initializer_list<int64_t> dims, bool quantize) {
+    const bool from_checkpoint = source_.find(pieces.front().name)->dtype == DType::F8E4M3;
+    if (!from_checkpoint && !quantize) return {stacked(pieces, dims)};
+    std::vector<std::string> names;
+    for (const Piece& piece : pieces) {
+      JET_ASSERT(piece.part.whole(), "an FP8 projection is split across ranks");
+      names.push_back(piece.name);
+    }
     Linear w;
     w.weight = backend_.alloc_tensor(weights_.storage, DType::F8E4M3, dims);
     std::string problem;
@@ -166,35 +216,77 @@ class WeightBuilder {
   std::vector<float> host_scales_;
 };
 
-LayerWeights build_layer(const ModelConfig& c, int64_t layer, bool quantize, WeightBuilder& b) {
+// The parts of a layer's split tensors that one rank holds (all of each on a whole shard).
+class ShardParts {
+ public:
+  ShardParts(const ModelConfig& c, const ModelShard& s) : c_(c), s_(s) {}
+
+  // Rows of the q, k and v projections (and biases); fused, the three ranges of one tensor.
+  TensorPart q() const { return rows(s_.head0 * c_.head_dim, s_.heads * c_.head_dim); }
+  TensorPart kv() const { return rows(s_.kv_head0 * c_.head_dim, s_.kv_heads * c_.head_dim); }
+  TensorPart fused_qkv() const {
+    if (s_.whole()) return {};
+    const int64_t q_rows = c_.heads * c_.head_dim, kv_rows = c_.kv_heads * c_.head_dim;
+    TensorPart p = q();
+    for (int64_t offset : {q_rows, q_rows + kv_rows}) {
+      p.rows.emplace_back(offset + kv().rows[0].first, offset + kv().rows[0].second);
+    }
+    return p;
+  }
+  TensorPart o() const { return cols(s_.head0 * c_.head_dim, s_.heads * c_.head_dim); }
+  // Column-parallel (gate, up: output rows) and row-parallel (down: input columns) MLP parts of
+  // a width that this rank holds `width` of.
+  TensorPart mlp_in(int64_t width) const { return rows(s_.rank * width, width); }
+  TensorPart mlp_out(int64_t width) const { return cols(s_.rank * width, width); }
+
+ private:
+  TensorPart rows(int64_t begin, int64_t count) const {
+    return s_.whole() ? TensorPart{} : TensorPart::row_range(begin, begin + count);
+  }
+  TensorPart cols(int64_t begin, int64_t count) const {
+    return s_.whole() ? TensorPart{} : TensorPart::col_range(begin, begin + count);
+  }
+  const ModelConfig& c_;
+  const ModelShard& s_;
+};
+
+LayerWeights build_layer(const ModelConfig& c, const ModelShard& s, int64_t layer, bool quantize, WeightBuilder& b) {
   const LayerWeightNames n = layer_weight_names(c, layer);
+  const ShardParts part(c, s);
+  const int64_t hd = c.head_dim, qkv_rows = (s.heads + 2 * s.kv_heads) * hd;
   LayerWeights w;
   w.attn_norm = b.single(n.attn_norm);
-  const std::vector<std::string> qkv_names =
-      n.k_proj.empty() ? std::vector<std::string>{n.q_proj} : std::vector<std::string>{n.q_proj, n.k_proj, n.v_proj};
-  w.qkv = b.projection(qkv_names, {(c.heads + 2 * c.kv_heads) * c.head_dim, c.hidden}, quantize);
-  if (c.qkv_bias) w.qkv_bias = b.stacked({n.q_bias, n.k_bias, n.v_bias}, {(c.heads + 2 * c.kv_heads) * c.head_dim});
+  const std::vector<Piece> qkv =
+      n.k_proj.empty() ? std::vector<Piece>{{n.q_proj, part.fused_qkv()}}
+                       : std::vector<Piece>{{n.q_proj, part.q()}, {n.k_proj, part.kv()}, {n.v_proj, part.kv()}};
+  w.qkv = b.projection(qkv, {qkv_rows, c.hidden}, quantize);
+  if (c.qkv_bias) {
+    w.qkv_bias = b.stacked({{n.q_bias, part.q()}, {n.k_bias, part.kv()}, {n.v_bias, part.kv()}}, {qkv_rows});
+  }
   if (c.qk_norm) {
     w.q_norm = b.single(n.q_norm);
     w.k_norm = b.single(n.k_norm);
   }
-  w.o = b.projection({n.o_proj}, {c.hidden, c.heads * c.head_dim}, quantize);
+  w.o = b.projection({{n.o_proj, part.o()}}, {c.hidden, s.heads * hd}, quantize);
   w.mlp_norm = b.single(n.mlp_norm);
   w.is_moe = c.is_moe_layer(layer);
   if (!w.is_moe) {
-    w.gate_up = b.projection({n.gate_proj, n.up_proj}, {2 * c.intermediate, c.hidden}, quantize);
-    w.down = b.projection({n.down_proj}, {c.hidden, c.intermediate}, quantize);
+    const int64_t I = s.intermediate;
+    w.gate_up = b.projection({{n.gate_proj, part.mlp_in(I)}, {n.up_proj, part.mlp_in(I)}}, {2 * I, c.hidden}, quantize);
+    w.down = b.projection({{n.down_proj, part.mlp_out(I)}}, {c.hidden, I}, quantize);
     return w;
   }
-  std::vector<std::string> gate_up_names, down_names;
+  const int64_t I = s.moe_intermediate;
+  std::vector<Piece> gate_up, down;
   for (int64_t e = 0; e < c.num_experts; ++e) {
     const ExpertWeightNames en = expert_weight_names(c, layer, e);
-    gate_up_names.insert(gate_up_names.end(), {en.gate_proj, en.up_proj});
-    down_names.push_back(en.down_proj);
+    gate_up.push_back({en.gate_proj, part.mlp_in(I)});
+    gate_up.push_back({en.up_proj, part.mlp_in(I)});
+    down.push_back({en.down_proj, part.mlp_out(I)});
   }
   w.moe.router = b.single(n.router);
-  w.moe.gate_up = b.projection(gate_up_names, {c.num_experts, 2 * c.moe_intermediate, c.hidden}, quantize);
-  w.moe.down = b.projection(down_names, {c.num_experts, c.hidden, c.moe_intermediate}, quantize);
+  w.moe.gate_up = b.projection(gate_up, {c.num_experts, 2 * I, c.hidden}, quantize);
+  w.moe.down = b.projection(down, {c.num_experts, c.hidden, I}, quantize);
   w.moe.top_k = static_cast<int>(c.experts_per_token);
   MoeRouting& routing = w.moe.routing;
   routing.score = c.sigmoid_router ? MoeRouting::Score::Sigmoid : MoeRouting::Score::Softmax;
@@ -204,9 +296,10 @@ LayerWeights build_layer(const ModelConfig& c, int64_t layer, bool quantize, Wei
   routing.renormalize = c.norm_topk_prob;
   routing.scaling = static_cast<float>(c.routed_scaling);
   if (c.shared_expert_intermediate > 0) {
-    const int64_t S = c.shared_expert_intermediate;
-    w.moe.shared_gate_up = b.projection({n.shared_gate, n.shared_up}, {2 * S, c.hidden}, quantize);
-    w.moe.shared_down = b.projection({n.shared_down}, {c.hidden, S}, quantize);
+    const int64_t S = s.shared_intermediate;
+    w.moe.shared_gate_up =
+        b.projection({{n.shared_gate, part.mlp_in(S)}, {n.shared_up, part.mlp_in(S)}}, {2 * S, c.hidden}, quantize);
+    w.moe.shared_down = b.projection({{n.shared_down, part.mlp_out(S)}}, {c.hidden, S}, quantize);
   }
   return w;
 }
@@ -249,10 +342,17 @@ void Model::load(const TensorSource& source) {
   // A model larger than the memory left would get the process killed part way (the CPU's memory
   // is granted before it is touched) or fail on some later tensor: refused up front.
   const bool fp8 = quantize_fp8_ || fp8_source;
+  JET_CHECK(!fp8 || shard_.whole(), source.description(), ": ", fp8_source ? "an FP8 checkpoint" : "quantization fp8",
+            " with tensor_parallel_size ", shard_.size, " is not supported yet (FP8 runs with tensor_parallel_size 1)");
+  // Split projections take a share on each rank, and ranks that share one memory (the CPU
+  // backend's all take host memory) need their sum there.
   size_t needed = 0;
   for (const ExpectedTensor& t : expected) {
-    needed += static_cast<size_t>(t.numel()) * (fp8 && t.projection ? 1 : dtype_size(backend_.compute_dtype()));
+    const size_t bytes =
+        static_cast<size_t>(t.numel()) * (fp8 && t.projection ? 1 : dtype_size(backend_.compute_dtype()));
+    needed += t.projection ? bytes / shard_.size : bytes;
   }
+  needed *= shard_.ranks_per_memory;
   const size_t available = backend_.available_memory_bytes();
   JET_CHECK(available == 0 || needed <= available, source.description(), ": the weights need ", needed >> 20,
             " MiB in ", fp8 ? "FP8 and " : "", dtype_name(backend_.compute_dtype()), " on the ", backend_.name(),
@@ -262,7 +362,7 @@ void Model::load(const TensorSource& source) {
   WeightBuilder b(backend_, source, w, slots);
   const ModelWeightNames names = model_weight_names(config_);
   w.embed = b.single(names.embed);
-  for (int64_t l = 0; l < config_.layers; ++l) w.layers.push_back(build_layer(config_, l, quantize_fp8_, b));
+  for (int64_t l = 0; l < config_.layers; ++l) w.layers.push_back(build_layer(config_, shard_, l, quantize_fp8_, b));
   w.final_norm = b.single(names.final_norm);
   w.lm_head = names.lm_head == names.embed ? w.embed : b.single(names.lm_head);
   weights_ = std::move(w);
@@ -313,7 +413,7 @@ void Model::update(const TensorSource& source) {
     if (slot.scale) {  // an FP8 projection takes new weights as floats and quantizes them as its load did
       writer.write_quantized(*tensor, slot.scaling, slot.data, slot.scale);
     } else {
-      writer.write(*tensor, slot.data, slot.dtype);
+      writer.write(*tensor, slot.part, slot.data, slot.dtype);
     }
   }
 }

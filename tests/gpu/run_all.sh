@@ -2,7 +2,8 @@
 # Every GPU check in one call: tests/gpu/run.sh (build + the C++ GPU tests), the CLI build, then
 # tests/gpu/engine_parity.py (GPU vs CPU decode), tests/gpu/torch_parity.py (engine vs the PyTorch
 # reference), tests/gpu/hf_moe_parity.py (SDAR-MoE vs transformers' Qwen3-MoE),
-# tests/gpu/hf_qwen2_parity.py (Fast-dLLM v2 and Dream vs transformers' Qwen2) and
+# tests/gpu/hf_qwen2_parity.py (Fast-dLLM v2 and Dream vs transformers' Qwen2),
+# tests/gpu/tensor_parallel_gpu.py (TP 2 vs 1; skips with fewer than 2 GPUs) and
 # bench/torch_eager.py (the PyTorch eager baseline of Mode 1).
 #
 #   tests/gpu/run_all.sh [BUILD_DIR]      (default BUILD_DIR: build-gpu under the repository root)
@@ -44,6 +45,7 @@ step engine_parity "$python" tests/gpu/engine_parity.py "$build"
 step torch_parity "$python" tests/gpu/torch_parity.py "$build"
 step hf_moe_parity "$python" tests/gpu/hf_moe_parity.py "$build"
 step hf_qwen2_parity "$python" tests/gpu/hf_qwen2_parity.py "$build"
+step tensor_parallel "$python" tests/gpu/tensor_parallel_gpu.py "$build"
 step torch_eager "$python" bench/torch_eager.py
 
 {

@@ -119,6 +119,16 @@ def test_a_rank_that_fails_while_generating_fails_every_rank(tmp_path, model):
 
 
 @needs_torch
+def test_tensor_parallel_ranks_inside_data_parallel_ones_give_one_engines_outputs(tmp_path, model, llm):
+    prompts = random_prompts(5, seed=8)
+    ranks = launch(tmp_path, model, [dict(method="generate", prompts=prompts, params=GREEDY)],
+                   engine=dict(ENGINE, tensor_parallel_size=2))  # TP 2 x DP 2
+    expected = comparable(llm.generate(prompts, SamplingParams(**GREEDY), use_tqdm=False))
+    for r in range(2):
+        assert_same_tokens(ranks[r][0]["outputs"], expected)
+
+
+@needs_torch
 def test_data_parallel_false_leaves_each_rank_its_own_prompts(tmp_path, model, llm):
     prompts = {"0": random_prompts(3, seed=6), "1": random_prompts(2, seed=7)}
     ranks = launch(tmp_path, model, [dict(method="generate", prompts=prompts, params=GREEDY)],

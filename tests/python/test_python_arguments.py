@@ -63,6 +63,16 @@ def test_cuda_options_reach_the_engine_options(model):
     assert Config(model, max_num_batched_tokens=4096).engine_options().max_num_batched_tokens == 4096
 
 
+def test_tensor_parallel_size_splits_the_model_and_decodes_the_same(model, llm):
+    params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+    split = LLM(model, **{**ENGINE, "num_threads": 2}, tensor_parallel_size=2)
+    assert Config(model, tensor_parallel_size=2).engine_options().tensor_parallel_size == 2
+    one, two = (engine.generate([[5, 6, 7, 8], [9, 10]], params, use_tqdm=False) for engine in (llm, split))
+    assert [o["token_ids"] for o in one] == [o["token_ids"] for o in two]
+    with pytest.raises(ValueError, match="num_attention_heads 4 is not a multiple of 3"):
+        LLM(model, **ENGINE, tensor_parallel_size=3)
+
+
 def test_dummy_load_format_needs_no_checkpoint(tmp_path):
     folder = tmp_path / "shapes"
     make_tiny_model("sdar", folder, 4, "--no-weights")
@@ -100,7 +110,8 @@ def test_unknown_keyword_arguments_are_type_errors(model):
     (dict(max_num_seqs=0), ValueError, "max_num_seqs"),
     (dict(max_model_len="4096"), TypeError, "max_model_len"),
     (dict(gpu_memory_utilization=1.5), ValueError, "gpu_memory_utilization"),
-    (dict(tensor_parallel_size=2), ValueError, "tensor_parallel_size"),
+    (dict(tensor_parallel_size=0), ValueError, "tensor_parallel_size"),
+    (dict(tensor_parallel_size=65), ValueError, "tensor_parallel_size"),
     (dict(enforce_eager=1), TypeError, "enforce_eager"),
     (dict(diversity_enforce=1), TypeError, "diversity_enforce"),
     (dict(diversity_enforce_barrier=-1), ValueError, "diversity_enforce_barrier"),

@@ -82,6 +82,14 @@ def test_outputs_identical_to_the_cli(model, llm, params, flags):
     assert llm.generate(prompts, params, use_tqdm=False) == cli_generate(model, prompts, *flags)
 
 
+def test_the_clis_tensor_parallel_ranks_decode_what_one_engine_does(model, llm):
+    prompts = random_prompts(6, seed=2)
+    params = SamplingParams(temperature=0.8, seed=5, max_tokens=12, ignore_eos=True)
+    split = cli_generate(model, prompts, "--temperature", "0.8", "--seed", "5", "--max-tokens", "12", "--ignore-eos",
+                         "--tensor-parallel-size", "2")
+    assert_same_tokens(split, llm.generate(prompts, params, use_tqdm=False))
+
+
 def test_exploration_modifiers_are_the_clis_and_reach_their_limits(model, llm):
     """LLM's diversity_enforce / epsilon_greedy decode as the CLI's per-request flags do; a barrier
     past every block is the sequential strategy, and epsilon 1 the random strategy."""

@@ -64,6 +64,7 @@ class CudaBackend final : public Backend {
   void run_recorded(const std::string& key, const std::function<void()>& work) override;             // graphs.cu
 
   cudaStream_t stream() const { return stream_; }
+  int device() const { return device_; }
   cublasLtHandle_t lt() const { return lt_; }
   void* gemm_workspace() const { return workspace_; }
   size_t gemm_workspace_bytes() const { return workspace_bytes_; }

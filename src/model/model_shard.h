@@ -1,0 +1,42 @@
+// ModelShard: what one tensor-parallel rank holds of a model (docs/tensor_parallel.md). Megatron's
+// split: the attention heads and the MLP and expert widths are divided among the ranks (q, k, v,
+// gate and up by their output rows, o and down by their input columns), and the rest is whole on
+// every rank: norms, routers, the embedding and the LM head. Key/value heads fewer than the ranks
+// are repeated, each rank holding the one its query heads read.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace jet {
+
+struct ModelShard {
+  int rank = 0, size = 1;
+  int64_t heads = 0, kv_heads = 0;  // of this rank
+  int64_t head0 = 0, kv_head0 = 0;  // the model's first query / key-value head that this rank holds
+  int64_t intermediate = 0, moe_intermediate = 0, shared_intermediate = 0;  // this rank's widths
+  // Ranks whose backends take one memory (the CPU backend's ranks all use the host's): the
+  // weights' memory check counts them all.
+  int ranks_per_memory = 1;
+
+  bool whole() const { return size == 1; }
+};
+
+// Rank `rank` of `size`; throws naming every width that `size` does not divide.
+ModelShard make_shard(const ModelConfig& config, int rank, int size);
+
+// The part of a checkpoint tensor [rows, cols] (or [rows]) that a rank holds: the listed row
+// ranges, stacked, of the columns [col_begin, col_end); col_end < 0 means every column.
+struct TensorPart {
+  std::vector<std::pair<int64_t, int64_t>> rows;  // [begin, end) each; empty: every row
+  int64_t col_begin = 0, col_end = -1;
+
+  bool whole() const { return rows.empty() && col_end < 0; }
+  static TensorPart row_range(int64_t begin, int64_t end) { return {{{begin, end}}, 0, -1}; }
+  static TensorPart col_range(int64_t begin, int64_t end) { return {{}, begin, end}; }
+};
+
+}  // namespace jet
