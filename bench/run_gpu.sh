@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-#   bench/run_gpu.sh [dense|moe|llada|llada2|all] [ENGINE FLAGS...]      (default all: dense and moe)
+#   bench/run_gpu.sh [dense|moe|llada|llada2|tp|all] [ENGINE FLAGS...]      (default all: dense and moe)
 #
 # dense: the GPU benchmarks on a random model of SDAR-4B's shapes (36 layers, hidden 2560, 32 q / 8 kv
 # heads of 128, MLP 9728, Qwen3 vocabulary), B = S = 4, greedy, low_confidence_static:
@@ -34,19 +34,43 @@
 # 512, top-8 in 4 of 8 groups with one shared expert; vocabulary 157,184, mask 156895), B = S = 32
 # (one token a step, what its threshold decoder does on random weights), greedy, prompt 64, 256
 # tokens, batch 1 and 128.
+#
+# tp (issue 30; needs 2 GPUs and a build with NCCL): SDAR-4B, SDAR-30B-A3B and LLaDA-8B shapes (LLaDA
+# at B = S = 32) at --tensor-parallel-size 1 and 2, Mode 1 at batch 1 and 128 (prompt 64, 128
+# tokens), then batch 128 at TP 2 with --profile, whose all_reduce_sum row is the all-reduce share
+# of the step time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${JET_BUILD_DIR:-build}
 which=all
-if [[ ${1:-} == dense || ${1:-} == moe || ${1:-} == llada || ${1:-} == llada2 || ${1:-} == all ]]; then
+if [[ ${1:-} == dense || ${1:-} == moe || ${1:-} == llada || ${1:-} == llada2 || ${1:-} == tp || ${1:-} == all ]]; then
   which=$1
   shift
 fi
 
-if [[ $which == dense || $which == all ]]; then
-  model=$build/models/sdar-4b-shapes
+# The folders of random models of the benchmarked shapes (config.json and the tokenizer), made once.
+sdar_4b_shapes() {
+  local model=$build/models/sdar-4b-shapes
   [ -f "$model/config.json" ] || python3 tools/make_tiny_model.py --arch sdar --vocab qwen3 --layers 36 --hidden 2560 \
-    --heads 32 --kv-heads 8 --head-dim 128 --intermediate 9728 --no-weights --out "$model"
+    --heads 32 --kv-heads 8 --head-dim 128 --intermediate 9728 --no-weights --out "$model" >&2
+  echo "$model"
+}
+sdar_30b_shapes() {
+  local model=$build/models/sdar-30b-a3b-shapes
+  [ -f "$model/config.json" ] || python3 tools/make_tiny_model.py --arch sdar_moe --vocab qwen3 --layers 48 \
+    --hidden 2048 --heads 32 --kv-heads 4 --head-dim 128 --experts 128 --top-k 8 --moe-intermediate 768 \
+    --no-weights --out "$model" >&2
+  echo "$model"
+}
+llada_8b_shapes() {
+  local model=$build/models/llada-8b-shapes
+  [ -f "$model/config.json" ] || python3 tools/make_tiny_model.py --arch llada --layers 32 --hidden 4096 --heads 32 \
+    --intermediate 12288 --vocab-size 126464 --mask-token-id 126336 --no-weights --out "$model" >&2
+  echo "$model"
+}
+
+if [[ $which == dense || $which == all ]]; then
+  model=$(sdar_4b_shapes)
   "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --batches 1,32,128,256,512 \
     --prompt-len 64 --max-tokens 128 --mode2 2000 --max-active 128 "$@"
   for sampling in "--temperature 1" "--temperature 1 --top-k 1" "--temperature 1 --top-p 0.95" \
@@ -58,18 +82,13 @@ if [[ $which == dense || $which == all ]]; then
 fi
 
 if [[ $which == moe || $which == all ]]; then
-  model=$build/models/sdar-30b-a3b-shapes
-  [ -f "$model/config.json" ] || python3 tools/make_tiny_model.py --arch sdar_moe --vocab qwen3 --layers 48 \
-    --hidden 2048 --heads 32 --kv-heads 4 --head-dim 128 --experts 128 --top-k 8 --moe-intermediate 768 \
-    --no-weights --out "$model"
+  model=$(sdar_30b_shapes)
   "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --batches 1,32,128,256,512 \
     --prompt-len 64 --max-tokens 128 --mode2 2000 --max-active 128 "$@"
 fi
 
 if [[ $which == llada ]]; then
-  model=$build/models/llada-8b-shapes
-  [ -f "$model/config.json" ] || python3 tools/make_tiny_model.py --arch llada --layers 32 --hidden 4096 --heads 32 \
-    --intermediate 12288 --vocab-size 126464 --mask-token-id 126336 --no-weights --out "$model"
+  model=$(llada_8b_shapes)
   llada_bench() {
     "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --prompt-len 64 "$@"
   }
@@ -89,4 +108,17 @@ if [[ $which == llada2 ]]; then
     --vocab-size 157184 --mask-token-id 156895 --no-weights --out "$model"
   "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --block-length 32 \
     --denoising-steps 32 --prompt-len 64 --max-tokens 256 --batches 1,128 "$@"
+fi
+
+if [[ $which == tp ]]; then
+  for model in "$(sdar_4b_shapes)" "$(sdar_30b_shapes)" "$(llada_8b_shapes)"; do
+    shape=()
+    [[ $model == *llada* ]] && shape=(--block-length 32 --denoising-steps 32)
+    for tp in 1 2; do
+      "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --tensor-parallel-size $tp \
+        "${shape[@]}" --batches 1,128 --prompt-len 64 --max-tokens 128 "$@"
+    done
+    "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --tensor-parallel-size 2 \
+      "${shape[@]}" --batches 128 --prompt-len 64 --max-tokens 128 --profile "$@"
+  done
 fi
