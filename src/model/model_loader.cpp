@@ -30,6 +30,38 @@ int64_t part_numel(const TensorInfo& t, const TensorPart& part) {
   return rows * (part.col_end < 0 ? cols : part.col_end - part.col_begin);
 }
 
+// The scales of `part` of a projection [rows, cols]: its rows' under PerChannel (a split of the
+// columns keeps every row's scale), its tiles' under Block128, whose rows and columns it must
+// not cut.
+std::vector<float> scales_of_part(const std::string& name, const float* scales, int64_t rows, int64_t cols,
+                                  Fp8Scaling scaling, const TensorPart& part) {
+  const int64_t count = fp8_scale_count(scaling, rows, cols);
+  if (part.whole()) return std::vector<float>(scales, scales + count);
+  const std::vector<std::pair<int64_t, int64_t>> row_ranges =
+      part.rows.empty() ? std::vector<std::pair<int64_t, int64_t>>{{0, rows}} : part.rows;
+  std::vector<float> out;
+  if (scaling == Fp8Scaling::PerChannel) {
+    for (const auto& [begin, end] : row_ranges) out.insert(out.end(), scales + begin, scales + end);
+    return out;
+  }
+  const int64_t col_begin = part.col_begin, col_end = part.col_end < 0 ? cols : part.col_end;
+  auto on_tiles = [](int64_t begin, int64_t end, int64_t size) {
+    return begin % 128 == 0 && (end % 128 == 0 || end == size);
+  };
+  bool aligned = on_tiles(col_begin, col_end, cols);
+  for (const auto& [begin, end] : row_ranges) aligned = aligned && on_tiles(begin, end, rows);
+  JET_CHECK(aligned, "tensor '", name, "' has 128x128 FP8 scale tiles, and this tensor-parallel rank's part of it ",
+            "(rows and columns split by the heads and widths) does not keep whole tiles; use a "
+            "tensor_parallel_size whose shares of the heads and widths are multiples of 128");
+  const int64_t tile_cols = (cols + 127) / 128;
+  for (const auto& [begin, end] : row_ranges) {
+    for (int64_t tr = begin / 128; tr < (end + 127) / 128; ++tr) {
+      for (int64_t tc = col_begin / 128; tc < (col_end + 127) / 128; ++tc) out.push_back(scales[tr * tile_cols + tc]);
+    }
+  }
+  return out;
+}
+
 // Converts one source tensor to the compute dtype, or quantizes it to FP8, and copies it to
 // backend memory. A device tensor in the compute dtype is copied on the device; any other comes
 // to the host first, since conversion and quantization run there.
@@ -66,9 +98,10 @@ class TensorWriter {
     backend_.upload(dst, out, n * dtype_size(dtype));
   }
 
-  // A float tensor [rows, cols] quantized on the host (quantize_e4m3_matrix): its codes go to
-  // `codes`, its fp8_scale_count scales to `scales`.
-  void write_quantized(const TensorInfo& t, Fp8Scaling scaling, void* codes, void* scales) {
+  // A float tensor [rows, cols] quantized on the host (quantize_e4m3_matrix) as a whole, so a
+  // rank's part has the codes and scales the whole model has: `part`'s codes go to `codes`, its
+  // scales to `scales`.
+  void write_quantized(const TensorInfo& t, const TensorPart& part, Fp8Scaling scaling, void* codes, void* scales) {
     const size_t n = static_cast<size_t>(t.numel());
     staging_f32_.resize(n);
     staging_codes_.resize(n);
@@ -76,8 +109,24 @@ class TensorWriter {
     convert_to_f32(t.dtype, host_data(t), staging_f32_.data(), n);
     quantize_e4m3_matrix(staging_f32_.data(), t.shape[0], t.shape[1], scaling, staging_codes_.data(),
                          staging_scales_.data());
-    backend_.upload(codes, staging_codes_.data(), n);
-    backend_.upload(scales, staging_scales_.data(), staging_scales_.size() * sizeof(float));
+    write_fp8(t.name, staging_codes_.data(), staging_scales_.data(), t.shape[0], t.shape[1], scaling, part, codes,
+              scales);
+  }
+
+  // `part` of a projection [rows, cols] whose codes and scales (whole, host memory) are given.
+  // Under Block128 a part must keep whole 128x128 tiles.
+  void write_fp8(const std::string& name, const uint8_t* codes, const float* scales, int64_t rows, int64_t cols,
+                 Fp8Scaling scaling, const TensorPart& part, void* codes_dst, void* scales_dst) {
+    TensorInfo whole;
+    whole.name = name;
+    whole.dtype = DType::F8E4M3;
+    whole.shape = {rows, cols};
+    whole.data = codes;
+    whole.nbytes = static_cast<size_t>(rows * cols);
+    backend_.upload(codes_dst, part.whole() ? codes : gathered(whole, part),
+                    static_cast<size_t>(part_numel(whole, part)));
+    const std::vector<float> part_scales = scales_of_part(name, scales, rows, cols, scaling, part);
+    backend_.upload(scales_dst, part_scales.data(), part_scales.size() * sizeof(float));
   }
 
   // t's bytes in host memory: its own, or a copy of a device tensor's (valid until the next call).
@@ -159,20 +208,15 @@ class WeightBuilder {
 
   // A projection: the pieces of [rows_i, cols] tensors stacked into one Linear of `dims` ([N, K],
   // or [E, N, K] for experts). FP8 when the checkpoint's tensors are (validation made a stack all
-  // FP8 or none) or when quantizing at load (whole tensors only); else as `stacked`.
+  // FP8 or none) or when quantizing at load; else as `stacked`.
   Linear projection(const std::vector<Piece>& pieces, std::initializer_list<int64_t> dims, bool quantize) {
     const bool from_checkpoint = source_.find(pieces.front().name)->dtype == DType::F8E4M3;
     if (!from_checkpoint && !quantize) return {stacked(pieces, dims)};
-    std::vector<std::string> names;
-    for (const Piece& piece : pieces) {
-      JET_ASSERT(piece.part.whole(), "an FP8 projection is split across ranks");
-      names.push_back(piece.name);
-    }
     Linear w;
     w.weight = backend_.alloc_tensor(weights_.storage, DType::F8E4M3, dims);
     std::string problem;
     if (from_checkpoint) {
-      const TensorInfo& first = *source_.find(names.front());
+      const TensorInfo& first = *source_.find(pieces.front().name);
       w.scaling = find_fp8_scale(source_, first.name, first.shape[0], first.shape[1], problem).scaling;
     }
     const std::vector<int64_t> d(dims);
@@ -187,21 +231,22 @@ class WeightBuilder {
     std::copy(scale_dims.begin(), scale_dims.end(), w.scale.shape.begin());
     uint8_t* codes = w.weight.ptr<uint8_t>();
     float* scales = w.scale.ptr<float>();
-    for (const std::string& name : names) {
-      const TensorInfo& t = *source_.find(name);
-      const int64_t part_rows = t.shape[0];
-      const int64_t count = fp8_scale_count(w.scaling, part_rows, cols);
+    for (const Piece& piece : pieces) {
+      const TensorInfo& t = *source_.find(piece.name);
+      const int64_t numel = part_numel(t, piece.part);
+      const int64_t part_rows = numel / cols;
       if (from_checkpoint) {
-        host_scales_.resize(count);
-        backend_.upload(codes, t.data, t.nbytes);
-        read_fp8_scale(find_fp8_scale(source_, name, part_rows, cols, problem), part_rows, cols, host_scales_.data());
-        backend_.upload(scales, host_scales_.data(), count * sizeof(float));
+        host_scales_.resize(fp8_scale_count(w.scaling, t.shape[0], t.shape[1]));
+        read_fp8_scale(find_fp8_scale(source_, piece.name, t.shape[0], t.shape[1], problem), t.shape[0], t.shape[1],
+                       host_scales_.data());
+        writer_.write_fp8(piece.name, static_cast<const uint8_t*>(t.data), host_scales_.data(), t.shape[0], t.shape[1],
+                          w.scaling, piece.part, codes, scales);
       } else {
-        writer_.write_quantized(t, w.scaling, codes, scales);
+        writer_.write_quantized(t, piece.part, w.scaling, codes, scales);
       }
-      slots_[name] = WeightSlot{codes, t.numel(), scales, w.scaling};
-      codes += t.numel();
-      scales += count;
+      slots_[piece.name] = WeightSlot{codes, numel, scales, w.scaling, DType::F32, piece.part};
+      codes += numel;
+      scales += fp8_scale_count(w.scaling, part_rows, cols);
     }
     JET_ASSERT(codes == w.weight.ptr<uint8_t>() + w.weight.nbytes(), "stacked FP8 tensors do not fill their weight");
     return w;
@@ -342,8 +387,6 @@ void Model::load(const TensorSource& source) {
   // A model larger than the memory left would get the process killed part way (the CPU's memory
   // is granted before it is touched) or fail on some later tensor: refused up front.
   const bool fp8 = quantize_fp8_ || fp8_source;
-  JET_CHECK(!fp8 || shard_.whole(), source.description(), ": ", fp8_source ? "an FP8 checkpoint" : "quantization fp8",
-            " with tensor_parallel_size ", shard_.size, " is not supported yet (FP8 runs with tensor_parallel_size 1)");
   // Split projections take a share on each rank, and ranks that share one memory (the CPU
   // backend's all take host memory) need their sum there.
   size_t needed = 0;
@@ -411,7 +454,7 @@ void Model::update(const TensorSource& source) {
   for (const auto& [tensor, slot_name] : writes) {
     const WeightSlot& slot = slots_.at(slot_name);
     if (slot.scale) {  // an FP8 projection takes new weights as floats and quantizes them as its load did
-      writer.write_quantized(*tensor, slot.scaling, slot.data, slot.scale);
+      writer.write_quantized(*tensor, slot.part, slot.scaling, slot.data, slot.scale);
     } else {
       writer.write(*tensor, slot.part, slot.data, slot.dtype);
     }
