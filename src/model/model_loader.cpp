@@ -301,9 +301,14 @@ LayerWeights build_layer(const ModelConfig& c, const ModelShard& s, int64_t laye
   const int64_t hd = c.head_dim, qkv_rows = (s.heads + 2 * s.kv_heads) * hd;
   LayerWeights w;
   w.attn_norm = b.single(n.attn_norm);
-  const std::vector<Piece> qkv =
-      n.k_proj.empty() ? std::vector<Piece>{{n.q_proj, part.fused_qkv()}}
-                       : std::vector<Piece>{{n.q_proj, part.q()}, {n.k_proj, part.kv()}, {n.v_proj, part.kv()}};
+  std::vector<Piece> qkv;
+  if (n.k_proj.empty()) {
+    qkv.push_back({n.q_proj, part.fused_qkv()});
+  } else {
+    qkv.push_back({n.q_proj, part.q()});
+    qkv.push_back({n.k_proj, part.kv()});
+    qkv.push_back({n.v_proj, part.kv()});
+  }
   w.qkv = b.projection(qkv, {qkv_rows, c.hidden}, quantize);
   if (c.qkv_bias) {
     w.qkv_bias = b.stacked({{n.q_bias, part.q()}, {n.k_bias, part.kv()}, {n.v_bias, part.kv()}}, {qkv_rows});
