@@ -168,8 +168,9 @@ struct ModelSummary {
   int block_length = 0;
   int32_t mask_token_id = 0;
   std::vector<int32_t> eos_token_ids;
-  int64_t kv_pages = 0, kv_page_size = 0;
+  int64_t kv_pages = 0, kv_page_size = 0;  // per tensor-parallel rank
   std::string device;
+  int tensor_parallel_size = 1;
 };
 
 class Engine {

@@ -46,7 +46,8 @@ class LLM:
     @property
     def summary(self):
         """What the loaded model is: model_type, num_layers, hidden, heads, kv_heads, head_dim,
-        vocab, block_length, mask_token_id, eos_token_ids, kv_pages, kv_page_size, device."""
+        vocab, block_length, mask_token_id, eos_token_ids, kv_pages, kv_page_size (each
+        tensor-parallel rank's), device, tensor_parallel_size."""
         return self._engine.summary()
 
     def generate(self, prompts, sampling_params=None, use_tqdm=True, profile=False, profile_dir=None):

@@ -82,7 +82,8 @@ void bind_options(py::module_& m) {
       .def_readonly("eos_token_ids", &jet::ModelSummary::eos_token_ids)
       .def_readonly("kv_pages", &jet::ModelSummary::kv_pages)
       .def_readonly("kv_page_size", &jet::ModelSummary::kv_page_size)
-      .def_readonly("device", &jet::ModelSummary::device);
+      .def_readonly("device", &jet::ModelSummary::device)
+      .def_readonly("tensor_parallel_size", &jet::ModelSummary::tensor_parallel_size);
 }
 
 void bind_engine(py::module_& m) {

@@ -86,6 +86,7 @@ Engine::Impl::Impl(const EngineOptions& opts)
   summary.mask_token_id = mask_id;
   summary.eos_token_ids = limits.eos_ids;
   summary.device = backend.name();
+  summary.tensor_parallel_size = model->size();
 }
 
 void Engine::Impl::build_cache() {

@@ -67,6 +67,7 @@ def test_tensor_parallel_size_splits_the_model_and_decodes_the_same(model, llm):
     params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
     split = LLM(model, **{**ENGINE, "num_threads": 2}, tensor_parallel_size=2)
     assert Config(model, tensor_parallel_size=2).engine_options().tensor_parallel_size == 2
+    assert (llm.summary.tensor_parallel_size, split.summary.tensor_parallel_size) == (1, 2)
     one, two = (engine.generate([[5, 6, 7, 8], [9, 10]], params, use_tqdm=False) for engine in (llm, split))
     assert [o["token_ids"] for o in one] == [o["token_ids"] for o in two]
     with pytest.raises(ValueError, match="num_attention_heads 4 is not a multiple of 3"):
