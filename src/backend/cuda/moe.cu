@@ -271,7 +271,8 @@ __global__ void gather_sorted_rows_kernel(const bf16* x, const int32_t* sorted, 
 // out[t, j] = Σ_k route_out[t * top_k + k, j], in rank order, plus shared[t, j] (the shared
 // expert's output) when given.
 template <int kPack>
-__global__ void combine_kernel(const float* route_out, int64_t T, int top_k, int64_t H, const bf16* shared, bf16* out) {
+__global__ void combine_kernel(const float* route_out, int64_t T, int top_k, int64_t H, const float* shared,
+                               bf16* out) {
   await_previous_kernel();
   const int64_t packs = H / kPack;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < T * packs;
@@ -279,7 +280,7 @@ __global__ void combine_kernel(const float* route_out, int64_t T, int top_k, int
     const int64_t t = i / packs, j = (i % packs) * kPack;
     float sum[kPack] = {};
     if (shared) {
-      for (int e = 0; e < kPack; ++e) sum[e] = __bfloat162float(shared[t * H + j + e]);
+      for (int e = 0; e < kPack; ++e) sum[e] = shared[t * H + j + e];
     }
     for (int k = 0; k < top_k; ++k) {
       const float* src = route_out + (t * top_k + k) * H + j;
@@ -385,7 +386,8 @@ struct ChunkScratch {
   bf16* gathered;  // [routes, H] with the copy engine, else unused
   bf16* hidden;
   float* route_out;
-  bf16 *shared_gate_up, *shared_hidden, *shared_out;  // the shared expert's (S: its width; 0: none)
+  bf16 *shared_gate_up, *shared_hidden;  // the shared expert's (S: its width; 0: none)
+  float* shared_out;                     // its output, in fp32 until the combine rounds the sum
   size_t bytes;
 
   ChunkScratch(uintptr_t base, int64_t tokens, int64_t top_k, int64_t E, int64_t H, int64_t I, int64_t max_tiles,
@@ -403,7 +405,7 @@ struct ChunkScratch {
     route_out = c.take<float>(routes * H);
     shared_gate_up = c.take<bf16>(tokens * 2 * S);
     shared_hidden = c.take<bf16>(tokens * S);
-    shared_out = c.take<bf16>(S > 0 ? tokens * H : 0);
+    shared_out = c.take<float>(S > 0 ? tokens * H : 0);
     bytes = c.used();
   }
 };
@@ -482,12 +484,13 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     }
     launch_expert_gemm<Product::Down>(tma, rows, args, maps, tiles, stream_);
 
-    // The shared expert, through the dense ops, into its own scratch; the combine adds it.
-    const bf16* shared = nullptr;
+    // The shared expert, through the dense ops, into its own scratch (its output in fp32, as the
+    // routed experts' are); the combine adds it.
+    const float* shared = nullptr;
     if (w.shared_down.weight.data) {
       const int64_t S = w.shared_down.weight.dim(1);
       Tensor gate_up(s.shared_gate_up, DType::BF16, {tokens, 2 * S}), act(s.shared_hidden, DType::BF16, {tokens, S});
-      Tensor shared_out(s.shared_out, DType::BF16, {tokens, H});
+      Tensor shared_out(s.shared_out, DType::F32, {tokens, H});
       matmul(x_chunk, w.shared_gate_up.weight, gate_up);
       swiglu(gate_up, act);
       matmul(act, w.shared_down.weight, shared_out);
