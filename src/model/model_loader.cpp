@@ -24,10 +24,9 @@ namespace {
 int64_t part_numel(const TensorInfo& t, const TensorPart& part) {
   if (part.whole()) return t.numel();
   int64_t rows = 0;
-  if (part.rows.empty()) rows = t.shape[0];
-  for (const auto& [begin, end] : part.rows) rows += end - begin;
+  for (const auto& [begin, end] : part.row_ranges(t.shape[0])) rows += end - begin;
   const int64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;
-  return rows * (part.col_end < 0 ? cols : part.col_end - part.col_begin);
+  return rows * (part.col_stop(cols) - part.col_begin);
 }
 
 // The scales of `part` of a projection [rows, cols]: its rows' under PerChannel (a split of the
@@ -37,14 +36,13 @@ std::vector<float> scales_of_part(const std::string& name, const float* scales, 
                                   Fp8Scaling scaling, const TensorPart& part) {
   const int64_t count = fp8_scale_count(scaling, rows, cols);
   if (part.whole()) return std::vector<float>(scales, scales + count);
-  const std::vector<std::pair<int64_t, int64_t>> row_ranges =
-      part.rows.empty() ? std::vector<std::pair<int64_t, int64_t>>{{0, rows}} : part.rows;
+  const std::vector<std::pair<int64_t, int64_t>> row_ranges = part.row_ranges(rows);
   std::vector<float> out;
   if (scaling == Fp8Scaling::PerChannel) {
     for (const auto& [begin, end] : row_ranges) out.insert(out.end(), scales + begin, scales + end);
     return out;
   }
-  const int64_t col_begin = part.col_begin, col_end = part.col_end < 0 ? cols : part.col_end;
+  const int64_t col_begin = part.col_begin, col_end = part.col_stop(cols);
   auto on_tiles = [](int64_t begin, int64_t end, int64_t size) {
     return begin % 128 == 0 && (end % 128 == 0 || end == size);
   };
@@ -90,9 +88,9 @@ class TensorWriter {
     staging_f32_.resize(n);
     convert_to_f32(t.dtype, src, staging_f32_.data(), n);
     const void* out = staging_f32_.data();
-    if (dtype == DType::BF16) {
+    if (dtype != DType::F32) {
       staging_16_.resize(n);
-      for (size_t i = 0; i < n; ++i) staging_16_[i] = f32_to_bf16(staging_f32_[i]);
+      convert_from_f32(dtype, staging_f32_.data(), staging_16_.data(), n);
       out = staging_16_.data();
     }
     backend_.upload(dst, out, n * dtype_size(dtype));
@@ -142,13 +140,11 @@ class TensorWriter {
     const char* src = static_cast<const char*>(host_data(t));
     const size_t elem = dtype_size(t.dtype);
     const int64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;
-    const int64_t col_begin = part.col_begin, col_end = part.col_end < 0 ? cols : part.col_end;
-    const std::vector<std::pair<int64_t, int64_t>> rows =
-        part.rows.empty() ? std::vector<std::pair<int64_t, int64_t>>{{0, t.shape[0]}} : part.rows;
+    const int64_t col_begin = part.col_begin, col_end = part.col_stop(cols);
     staging_part_.resize(static_cast<size_t>(part_numel(t, part)) * elem);
     char* dst = reinterpret_cast<char*>(staging_part_.data());
     const size_t row_bytes = static_cast<size_t>(col_end - col_begin) * elem;
-    for (const auto& [begin, end] : rows) {
+    for (const auto& [begin, end] : part.row_ranges(t.shape[0])) {
       for (int64_t r = begin; r < end; ++r) {
         std::memcpy(dst, src + (static_cast<size_t>(r * cols + col_begin)) * elem, row_bytes);
         dst += row_bytes;
@@ -272,10 +268,9 @@ class ShardParts {
   TensorPart fused_qkv() const {
     if (s_.whole()) return {};
     const int64_t q_rows = c_.heads * c_.head_dim, kv_rows = c_.kv_heads * c_.head_dim;
+    const auto [kv_begin, kv_end] = kv().rows[0];
     TensorPart p = q();
-    for (int64_t offset : {q_rows, q_rows + kv_rows}) {
-      p.rows.emplace_back(offset + kv().rows[0].first, offset + kv().rows[0].second);
-    }
+    for (int64_t offset : {q_rows, q_rows + kv_rows}) p.rows.emplace_back(offset + kv_begin, offset + kv_end);
     return p;
   }
   TensorPart o() const { return cols(s_.head0 * c_.head_dim, s_.heads * c_.head_dim); }

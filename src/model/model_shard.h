@@ -35,6 +35,12 @@ struct TensorPart {
   int64_t col_begin = 0, col_end = -1;
 
   bool whole() const { return rows.empty() && col_end < 0; }
+  // The row ranges of a tensor of `tensor_rows` rows (all of them when none are listed), and the
+  // end of the column range in one of `tensor_cols` columns.
+  std::vector<std::pair<int64_t, int64_t>> row_ranges(int64_t tensor_rows) const {
+    return rows.empty() ? std::vector<std::pair<int64_t, int64_t>>{{0, tensor_rows}} : rows;
+  }
+  int64_t col_stop(int64_t tensor_cols) const { return col_end < 0 ? tensor_cols : col_end; }
   static TensorPart row_range(int64_t begin, int64_t end) { return {{{begin, end}}, 0, -1}; }
   static TensorPart col_range(int64_t begin, int64_t end) { return {{}, begin, end}; }
 };
