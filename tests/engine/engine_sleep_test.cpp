@@ -28,24 +28,6 @@ void expect_same(const std::vector<jet::GenerationOutput>& a, const std::vector<
   }
 }
 
-std::vector<jet::WeightView> views_of(const jet::Checkpoint& ckpt) {
-  std::vector<jet::WeightView> views;
-  for (const std::string& name : ckpt.names()) {
-    const jet::TensorInfo& t = ckpt.get(name);
-    views.push_back({name, jet::WeightView::DType::BF16, t.shape, t.data});
-  }
-  return views;
-}
-
-void expect_error(const std::function<void()>& f, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error containing '" << part << "'";
-  } catch (const jet::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
-
 struct Case {
   std::string arch;
   bool fp8;
@@ -63,9 +45,9 @@ TEST_P(EngineSleep, WakeGivesTheSameOutputsAndNothingRunsAsleep) {
   engine.sleep(1);
   EXPECT_TRUE(engine.is_sleeping());
   EXPECT_FALSE(engine.has_weights());
-  expect_error([&] { greedy(engine); }, "call wake_up() first");
+  jet::test::expect_error([&] { greedy(engine); }, "call wake_up() first");
   jet::Checkpoint ckpt(o.model);
-  expect_error([&] { engine.update_weights(views_of(ckpt)); }, "wake_up() first");
+  jet::test::expect_error([&] { engine.update_weights(jet::test::checkpoint_views(ckpt)); }, "wake_up() first");
   engine.sleep(1);  // asleep already: nothing changes
   engine.wake_up();
   EXPECT_FALSE(engine.is_sleeping());
@@ -88,7 +70,7 @@ TEST(EngineSleepOrder, WeightsThenAnUpdateThenTheKvCache) {
   a.sleep(1);
   a.wake_up(/*weights=*/true, /*kv_cache=*/false);
   jet::Checkpoint ckpt_b(dir_b);
-  a.update_weights(views_of(ckpt_b));
+  a.update_weights(jet::test::checkpoint_views(ckpt_b));
   a.wake_up(/*weights=*/false, /*kv_cache=*/true);
   expect_same(greedy(a), out_b);
 }
@@ -99,7 +81,7 @@ TEST(EngineSleepOrder, TheKvCacheFirstThenTheWeights) {
   a.sleep(1);
   a.wake_up(/*weights=*/false, /*kv_cache=*/true);
   EXPECT_TRUE(a.is_sleeping());
-  expect_error([&] { greedy(a); }, "call wake_up() first");
+  jet::test::expect_error([&] { greedy(a); }, "call wake_up() first");
   a.wake_up(/*weights=*/true, /*kv_cache=*/false);
   expect_same(greedy(a), before);
 }
@@ -110,7 +92,7 @@ TEST(EngineSleepOrder, LoadingAWholeSetEndsTheSleep) {
   const auto out_b = greedy(b);
   a.sleep(1);
   jet::Checkpoint ckpt_b(dir_b);
-  a.load_weights(views_of(ckpt_b));
+  a.load_weights(jet::test::checkpoint_views(ckpt_b));
   EXPECT_FALSE(a.is_sleeping());
   a.wake_up();  // nothing left asleep: the loaded weights stay
   expect_same(greedy(a), out_b);
@@ -120,14 +102,14 @@ TEST(EngineSleepOrder, LevelTwoFreesTheWeightsTooAndBadLevelsAreRefused) {
   const std::string dir = tiny_model("sdar", 1);
   jet::Engine a(jet::test::cpu_options(dir));
   const auto before = greedy(a);
-  expect_error([&] { a.sleep(3); }, "level must be 1");
-  expect_error([&] { a.sleep(0); }, "level must be 1");
+  jet::test::expect_error([&] { a.sleep(3); }, "level must be 1");
+  jet::test::expect_error([&] { a.sleep(0); }, "level must be 1");
   a.sleep(2);
   EXPECT_FALSE(a.is_sleeping());
   EXPECT_FALSE(a.has_weights());
   a.wake_up();  // no weights to wake; the KV cache comes back
-  expect_error([&] { greedy(a); }, "weights were freed");
+  jet::test::expect_error([&] { greedy(a); }, "weights were freed");
   jet::Checkpoint ckpt(dir);
-  a.load_weights(views_of(ckpt));
+  a.load_weights(jet::test::checkpoint_views(ckpt));
   expect_same(greedy(a), before);
 }

@@ -54,15 +54,6 @@ void expect_same_decodes(const std::vector<jet::GenerationOutput>& whole,
   }
 }
 
-void expect_error(const std::function<void()>& f, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error containing '" << part << "'";
-  } catch (const jet::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-  }
-}
-
 class TensorParallelFamilies : public ::testing::TestWithParam<std::string> {};
 
 }  // namespace
@@ -90,12 +81,7 @@ TEST(TensorParallel, UpdatesAndSleepReachEveryShard) {
 
   jet::Engine split(options(dir, 2));
   const jet::Checkpoint ckpt(other);
-  std::vector<jet::WeightView> views;
-  for (const std::string& name : ckpt.names()) {
-    const jet::TensorInfo& t = ckpt.get(name);
-    views.push_back({name, jet::WeightView::DType::BF16, t.shape, t.data});
-  }
-  split.update_weights(views);
+  split.update_weights(jet::test::checkpoint_views(ckpt));
   expect_same_decodes(expected, decode(split));
   split.sleep(1);
   split.wake_up();
@@ -105,11 +91,11 @@ TEST(TensorParallel, UpdatesAndSleepReachEveryShard) {
 TEST(TensorParallel, SizesThatDoNotDivideTheModelAreRefused) {
   const std::string dir = jet::test::tiny_model_folder("--arch sdar --seed 1");
   // 4 heads, 2 key/value heads, MLP 128.
-  expect_error([&] { jet::Engine engine(options(dir, 3)); }, "num_attention_heads 4 is not a multiple of 3");
-  expect_error([&] { jet::Engine engine(options(dir, 8)); }, "num_attention_heads 4 is not a multiple of 8");
-  expect_error([&] { jet::Engine engine(options(dir, 0)); }, "tensor_parallel_size must be in [1, 64]");
+  jet::test::expect_error([&] { jet::Engine engine(options(dir, 3)); }, "num_attention_heads 4 is not a multiple of 3");
+  jet::test::expect_error([&] { jet::Engine engine(options(dir, 8)); }, "num_attention_heads 4 is not a multiple of 8");
+  jet::test::expect_error([&] { jet::Engine engine(options(dir, 0)); }, "tensor_parallel_size must be in [1, 64]");
   const std::string odd = jet::test::tiny_model_folder("--arch sdar --seed 1 --intermediate 102");
-  expect_error([&] { jet::Engine engine(options(odd, 4)); }, "intermediate_size 102 is not a multiple of 4");
+  jet::test::expect_error([&] { jet::Engine engine(options(odd, 4)); }, "intermediate_size 102 is not a multiple of 4");
 }
 
 // FP8 ranks hold the whole model's codes and scales, but quantize their activations over their own

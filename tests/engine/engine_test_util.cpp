@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <vector>
 
+#include "core/error.h"
+
 namespace jet::test {
 namespace fs = std::filesystem;
 
@@ -60,6 +62,25 @@ SamplingParams greedy(int max_tokens) {
 std::vector<GenerationOutput> greedy_decode(Engine& engine, int max_tokens) {
   return engine.generate({std::vector<int32_t>{5, 6, 7, 8, 9, 10}, std::vector<int32_t>{11, 12, 13}},
                          {greedy(max_tokens)});
+}
+
+std::vector<WeightView> checkpoint_views(const Checkpoint& ckpt) {
+  std::vector<WeightView> views;
+  for (const std::string& name : ckpt.names()) {
+    const TensorInfo& t = ckpt.get(name);
+    EXPECT_EQ(t.dtype, DType::BF16);
+    views.push_back({name, WeightView::DType::BF16, t.shape, t.data});
+  }
+  return views;
+}
+
+void expect_error(const std::function<void()>& f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error containing '" << part << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace jet::test

@@ -1,13 +1,15 @@
 // Helpers the engine tests share: a tiny random model in a folder of the calling process's own
 // (ctest runs every test as a separate process, several at once, so a fixed folder name let one
-// test rewrite the checkpoint another was reading), CPU engine options, greedy sampling params
-// and a greedy decode of two fixed prompts.
+// test rewrite the checkpoint another was reading), CPU engine options, greedy sampling params,
+// a greedy decode of two fixed prompts, a checkpoint as weight views and an error-message check.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "jet/engine.h"
+#include "model/checkpoint.h"
 
 namespace jet::test {
 
@@ -24,5 +26,11 @@ SamplingParams greedy(int max_tokens);
 
 // Greedy decodes of the prompts {5..10} and {11, 12, 13}, max_tokens each (EOS ignored).
 std::vector<GenerationOutput> greedy_decode(Engine& engine, int max_tokens);
+
+// Every tensor of a bf16 checkpoint as weight views (the checkpoint must outlive them).
+std::vector<WeightView> checkpoint_views(const Checkpoint& ckpt);
+
+// Calls f, expecting a jet::Error whose message contains `part`.
+void expect_error(const std::function<void()>& f, const std::string& part);
 
 }  // namespace jet::test

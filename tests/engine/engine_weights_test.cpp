@@ -15,17 +15,6 @@ std::string tiny_model(int seed) { return jet::test::tiny_model_folder("--arch s
 
 std::vector<jet::GenerationOutput> greedy(jet::Engine& engine) { return jet::test::greedy_decode(engine, 12); }
 
-// Every tensor of a checkpoint as views (the checkpoint must outlive them).
-std::vector<jet::WeightView> views_of(const jet::Checkpoint& ckpt) {
-  std::vector<jet::WeightView> views;
-  for (const std::string& name : ckpt.names()) {
-    const jet::TensorInfo& t = ckpt.get(name);
-    EXPECT_EQ(t.dtype, jet::DType::BF16);
-    views.push_back({name, jet::WeightView::DType::BF16, t.shape, t.data});
-  }
-  return views;
-}
-
 jet::EngineOptions options(const std::string& dir) { return jet::test::cpu_options(dir); }
 
 class EngineWeights : public ::testing::Test {
@@ -47,7 +36,7 @@ TEST_F(EngineWeights, UpdateWithModelBGivesModelBOutputs) {
   const auto out_a = greedy(a), out_b = greedy(b);
   ASSERT_NE(out_a[0].completion_ids, out_b[0].completion_ids) << "the two models should differ";
   jet::Checkpoint ckpt_b(*dir_b);
-  a.update_weights(views_of(ckpt_b));
+  a.update_weights(jet::test::checkpoint_views(ckpt_b));
   const auto updated = greedy(a);
   for (size_t i = 0; i < updated.size(); ++i) EXPECT_EQ(updated[i].token_ids, out_b[i].token_ids);
 }
@@ -56,7 +45,7 @@ TEST_F(EngineWeights, BadUpdateChangesNothing) {
   jet::Engine a(options(*dir_a));
   const auto before = greedy(a);
   jet::Checkpoint ckpt_b(*dir_b);
-  auto views = views_of(ckpt_b);
+  auto views = jet::test::checkpoint_views(ckpt_b);
   views.back().shape[0] += 1;  // one mis-shaped tensor among good ones
   try {
     a.update_weights(views);
@@ -64,7 +53,7 @@ TEST_F(EngineWeights, BadUpdateChangesNothing) {
   } catch (const jet::Error& e) {
     EXPECT_NE(std::string(e.what()).find(views.back().name), std::string::npos) << e.what();
   }
-  views = views_of(ckpt_b);
+  views = jet::test::checkpoint_views(ckpt_b);
   views[0].name = "model.layers.99.nonsense.weight";
   EXPECT_THROW(a.update_weights(views), jet::Error);
   const auto after = greedy(a);
@@ -92,10 +81,10 @@ TEST_F(EngineWeights, OffloadThenLoadWeights) {
   const auto out_b = greedy(b);
   a.offload_parameters();
   jet::Checkpoint ckpt_b(*dir_b);
-  auto views = views_of(ckpt_b);
+  auto views = jet::test::checkpoint_views(ckpt_b);
   views.pop_back();  // an incomplete set is refused
   EXPECT_THROW(a.load_weights(views), jet::Error);
-  a.load_weights(views_of(ckpt_b));
+  a.load_weights(jet::test::checkpoint_views(ckpt_b));
   const auto loaded = greedy(a);
   for (size_t i = 0; i < loaded.size(); ++i) EXPECT_EQ(loaded[i].token_ids, out_b[i].token_ids);
 }

@@ -72,4 +72,11 @@ Json read_json(const std::string& path) {
 
 void write_json(const std::string& path, const Json& value) { write_file(path, value.dump(2)); }
 
+ModelConfig config_from_json(const Json& config, const std::optional<Json>& generation) {
+  TempDir dir;
+  write_json(dir.file("config.json"), config);
+  if (generation) write_json(dir.file("generation_config.json"), *generation);
+  return load_model_config(dir.path().string());
+}
+
 }  // namespace jet::test

@@ -1,6 +1,6 @@
 // Helpers for the model tests: temporary directories, tiny models made by
-// tools/make_tiny_model.py, hand-built (possibly broken) safetensors files, and an assertion that
-// a call throws jet::Error with a message containing given fragments.
+// tools/make_tiny_model.py, hand-built (possibly broken) safetensors files, configs from JSON, and
+// an assertion that a call throws jet::Error with a message containing given fragments.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "model/model_config.h"
 
 namespace jet::test {
 
@@ -59,6 +61,10 @@ std::vector<RawTensor> read_raw_tensors(const std::string& path);
 void write_file(const std::string& path, const std::string& bytes);
 Json read_json(const std::string& path);
 void write_json(const std::string& path, const Json& value);
+
+// The ModelConfig of a folder holding `config` as config.json (and `generation` as
+// generation_config.json when given).
+ModelConfig config_from_json(const Json& config, const std::optional<Json>& generation = std::nullopt);
 
 // Calls `f`, expecting a jet::Error whose message contains every fragment.
 template <typename F>

@@ -15,10 +15,7 @@ using namespace jet::test;
 namespace {
 
 ModelConfig load(const Json& config, const std::optional<Json>& generation = std::nullopt) {
-  TempDir dir;
-  write_json(dir.file("config.json"), config);
-  if (generation) write_json(dir.file("generation_config.json"), *generation);
-  return load_model_config(dir.path());
+  return config_from_json(config, generation);
 }
 
 // The id of an added token in a tiny model's tokenizer.json.

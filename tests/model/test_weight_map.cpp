@@ -14,11 +14,7 @@ using namespace jet::test;
 
 namespace {
 
-ModelConfig load(const Json& config) {
-  TempDir dir;
-  write_json(dir.file("config.json"), config);
-  return load_model_config(dir.path());
-}
+ModelConfig load(const Json& config) { return config_from_json(config); }
 
 int64_t parameter_count(const std::vector<ExpectedTensor>& tensors) {
   int64_t total = 0;
