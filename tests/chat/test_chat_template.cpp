@@ -1,5 +1,6 @@
-// jet::ChatTemplate: the real Qwen3/SDAR and LLaDA templates, reading templates from model folders,
-// and the variables passed to templates (as transformers' apply_chat_template passes them).
+// jet::ChatTemplate: the real Qwen3/SDAR, LLaDA and LLaDA2 (Ling 2.0) templates, reading templates
+// from model folders, and the variables passed to templates (as transformers' apply_chat_template
+// passes them).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -17,6 +18,9 @@ const std::string kRepo = JET_REPO_DIR;
 const std::string kQwen3Config = kRepo + "/models/qwen3-tokenizer/tokenizer_config.json";
 
 std::string llada_template() { return read_text_file(kRepo + "/tests/chat/templates/llada.jinja"); }
+// Ling 2.0's template, which LLaDA2.0 / 2.1 inherit with its tokenizer, as a llama.cpp server printed
+// it from a Ling-2.0 checkpoint's metadata.
+std::string ling2_template() { return read_text_file(kRepo + "/tests/chat/templates/ling2.jinja"); }
 
 // A scratch folder for tokenizer_config.json variants, removed afterwards.
 class ConfigFolder {
@@ -117,6 +121,33 @@ TEST(ChatTemplate, LladaMatchesTheModelCardExample) {
   EXPECT_EQ(chat.render({{"system", "  sys \n"}, {"user", "\tq "}}, options),
             "<|startoftext|><|start_header_id|>system<|end_header_id|>\n\nsys<|eot_id|>"
             "<|start_header_id|>user<|end_header_id|>\n\nq<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+TEST(ChatTemplate, Llada2MatchesItsDocumentedPrompts) {
+  const ChatTemplate chat(ling2_template());
+  // The prompt SGLang's and dInfer's LLaDA2 examples write by hand (no system message: the template
+  // opens a system turn of its own).
+  EXPECT_EQ(chat.render({{"user", " Write a brief introduction of the great wall "}}, {}),
+            "<role>SYSTEM</role>detailed thinking off<|role_end|><role>HUMAN</role> Write a brief introduction of "
+            "the great wall <|role_end|><role>ASSISTANT</role>");
+  // The example conversation that llama.cpp's server printed beside the template.
+  EXPECT_EQ(chat.render({{"system", "You are a helpful assistant"},
+                         {"user", "Hello"},
+                         {"assistant", "Hi there"},
+                         {"user", "How are you?"}},
+                        {}),
+            "<role>SYSTEM</role>You are a helpful assistant\ndetailed thinking off<|role_end|><role>HUMAN</role>Hello"
+            "<|role_end|><role>ASSISTANT</role>Hi there<|role_end|><role>HUMAN</role>How are you?<|role_end|>"
+            "<role>ASSISTANT</role>");
+  // Reasoning after the last user turn is kept inside <think>, earlier reasoning dropped.
+  ChatTemplateOptions no_prompt;
+  no_prompt.add_generation_prompt = false;
+  EXPECT_EQ(
+      chat.render({{"user", "q1"}, {"assistant", "<think>old</think>a1"}, {"user", "q2"}, {"assistant", "a2", "new"}},
+                  no_prompt),
+      "<role>SYSTEM</role>detailed thinking off<|role_end|><role>HUMAN</role>q1<|role_end|>"
+      "<role>ASSISTANT</role>a1<|role_end|><role>HUMAN</role>q2<|role_end|>"
+      "<role>ASSISTANT</role>\n<think>\nnew\n</think>\n\na2<|role_end|>");
 }
 
 TEST(ChatTemplate, VariablesMirrorTransformers) {
