@@ -38,7 +38,7 @@
 # tp (issue 30; needs 2 GPUs and a build with NCCL): SDAR-4B, SDAR-30B-A3B and LLaDA-8B shapes (LLaDA
 # at B = S = 32) at --tensor-parallel-size 1 and 2, Mode 1 at batch 1 and 128 (prompt 64, 128
 # tokens), then batch 128 at TP 2 with --profile, whose all_reduce_sum row is the all-reduce share
-# of the step time.
+# of the step time; and SDAR-30B-A3B at TP 2 with --enable-expert-parallel, batch 1 and 128.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${JET_BUILD_DIR:-build}
@@ -121,4 +121,6 @@ if [[ $which == tp ]]; then
     "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --tensor-parallel-size 2 \
       "${shape[@]}" --batches 128 --prompt-len 64 --max-tokens 128 --profile "$@"
   done
+  "$build"/apps/cli/jetengine bench --model "$(sdar_30b_shapes)" --load-format dummy --device cuda \
+    --tensor-parallel-size 2 --enable-expert-parallel --batches 1,128 --prompt-len 64 --max-tokens 128 "$@"
 fi

@@ -8,6 +8,9 @@ const char* const kEngineFlagsHelp = R"(Engine
   --tensor-parallel-size N  split the model over N GPUs of this host from --device's (or N
                             CPU threads sharing its cores); N divides the heads and MLP widths
                             (default 1; docs/tensor_parallel.md)
+  --enable-expert-parallel  with --tensor-parallel-size N on a mixture-of-experts model:
+                            each rank holds 1/N of the routed experts, whole, instead of 1/N of
+                            every expert's width; N divides the expert count
   --block-length B          block length (default: the model's)
   --max-num-seqs N          sequences denoised together at most (default 512)
   --max-model-len N         prompt + completion at most (default 4096)
@@ -38,7 +41,7 @@ std::set<std::string> with_engine_value_flags(std::set<std::string> flags) {
 }
 
 std::set<std::string> with_engine_bool_flags(std::set<std::string> flags) {
-  flags.insert({"--no-prefix-caching", "--enforce-eager"});
+  flags.insert({"--no-prefix-caching", "--enforce-eager", "--enable-expert-parallel"});
   return flags;
 }
 
@@ -47,6 +50,7 @@ EngineOptions read_engine_options(const ArgParser& args) {
   o.model = args.require("--model");
   o.device = args.get("--device").value_or(o.device);
   o.tensor_parallel_size = args.get_int32("--tensor-parallel-size", o.tensor_parallel_size);
+  o.enable_expert_parallel = args.has("--enable-expert-parallel");
   o.block_length = args.get_int32("--block-length", o.block_length);
   o.max_num_seqs = args.get_int32("--max-num-seqs", o.max_num_seqs);
   o.max_model_len = args.get_int32("--max-model-len", o.max_model_len);

@@ -30,6 +30,10 @@ struct EngineOptions {
   // host, a GPU each (from the one `device` names: cuda:N takes N, N + 1, ...), or, on the CPU,
   // threads sharing its cores. Must divide the heads and MLP widths.
   int tensor_parallel_size = 1;
+  // Mixture-of-experts models under tensor parallelism: each rank holds 1 / tensor_parallel_size
+  // of the routed experts, whole, instead of that share of every expert's width (vLLM's
+  // enable_expert_parallel). The expert count must divide by the size.
+  bool enable_expert_parallel = false;
   int32_t mask_token_id = -1;   // -1: the model's (config.json, else the family default)
   int block_length = 0;         // 0: the model's training block size
   int max_num_seqs = 512;       // sequences denoised together at most

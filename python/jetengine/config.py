@@ -40,6 +40,9 @@ class Config:
         names ("cuda:N" takes N, N + 1, ...; under a launcher each data-parallel rank takes its own
         run of GPUs, from LOCAL_RANK x tensor_parallel_size), or over CPU threads sharing its
         cores. It must divide the attention heads and MLP widths (docs/tensor_parallel.md).
+    enable_expert_parallel: mixture-of-experts models under tensor parallelism: each rank holds
+        1 / tensor_parallel_size of the routed experts, whole, instead of that share of every
+        expert's width (as vLLM's option of this name); the expert count must divide.
     enforce_eager: CUDA: launch every op of every forward instead of replaying CUDA graphs of the
         denoise forward (slower; for debugging).
     diversity_enforce: every request uses the sequential strategy in the blocks it begins with at
@@ -77,6 +80,7 @@ class Config:
     max_model_len: int = 4096
     gpu_memory_utilization: float = 0.8
     tensor_parallel_size: int = 1
+    enable_expert_parallel: bool = False
     enforce_eager: bool = False
     diversity_enforce: bool = False
     diversity_enforce_barrier: int = 100
@@ -107,6 +111,7 @@ class Config:
         check_int("max_model_len", self.max_model_len, minimum=1, maximum=2**31 - 1)
         check_float("gpu_memory_utilization", self.gpu_memory_utilization, maximum=1.0, above=0.0)
         check_int("tensor_parallel_size", self.tensor_parallel_size, minimum=1, maximum=64)
+        check_bool("enable_expert_parallel", self.enable_expert_parallel)
         check_bool("enforce_eager", self.enforce_eager)
         check_bool("diversity_enforce", self.diversity_enforce)
         check_bool("epsilon_greedy", self.epsilon_greedy)
@@ -162,6 +167,7 @@ class Config:
         options.enable_prefix_caching = self.enable_prefix_caching
         options.num_threads = self.num_threads
         options.tensor_parallel_size = self.tensor_parallel_size
+        options.enable_expert_parallel = self.enable_expert_parallel
         options.enforce_eager = self.enforce_eager
         options.gpu_memory_utilization = self.gpu_memory_utilization
         options.load_format = self.load_format

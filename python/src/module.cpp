@@ -29,6 +29,7 @@ void bind_options(py::module_& m) {
       .def_readwrite("enable_prefix_caching", &jet::EngineOptions::enable_prefix_caching)
       .def_readwrite("num_threads", &jet::EngineOptions::num_threads)
       .def_readwrite("tensor_parallel_size", &jet::EngineOptions::tensor_parallel_size)
+      .def_readwrite("enable_expert_parallel", &jet::EngineOptions::enable_expert_parallel)
       .def_readwrite("profile_ops", &jet::EngineOptions::profile_ops)
       .def_readwrite("enforce_eager", &jet::EngineOptions::enforce_eager)
       .def_readwrite("quantization", &jet::EngineOptions::quantization)

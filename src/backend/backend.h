@@ -90,13 +90,16 @@ struct MoeRouting {
 };
 
 struct MoeWeights {
-  Tensor router;   // [E, H] (never FP8: it decides the routing)
-  Linear gate_up;  // [E, 2I, H]: rows [0, I) gate, [I, 2I) up
-  Linear down;     // [E, H, I]
+  Tensor router;  // [E, H] (never FP8: it decides the routing)
+  // The experts [expert0, expert0 + N) of the E (N < E: an expert-parallel rank's; the routes to
+  // the others add nothing here).
+  Linear gate_up;  // [N, 2I, H]: rows [0, I) gate, [I, 2I) up
+  Linear down;     // [N, H, I]
   int top_k = 0;
   MoeRouting routing;
   // A shared expert every token also runs, unweighted (LLaDA2): [2S, H] and [H, S]; no data = none.
   Linear shared_gate_up, shared_down;
+  int64_t expert0 = 0;
 };
 
 // --- Decode state (lives in backend memory; docs/decoding.md §3-4) -------------------------------

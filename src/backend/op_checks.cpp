@@ -134,10 +134,14 @@ MoeShape check_moe_args(const Tensor& x, const MoeWeights& w, const Tensor& out,
       check_tensor(l.weight, "moe", name, dtype, dims);
     }
   };
-  check_experts(w.gate_up, "gate_up", {s.experts, -1, s.hidden});
+  check_experts(w.gate_up, "gate_up", {-1, -1, s.hidden});
+  s.held = w.gate_up.weight.dim(0);
+  s.expert0 = w.expert0;
+  JET_CHECK(s.expert0 >= 0 && s.held >= 1 && s.expert0 + s.held <= s.experts, "moe: the weights hold experts [",
+            s.expert0, ", ", s.expert0 + s.held, "), not a run of the router's ", s.experts);
   JET_CHECK(w.gate_up.weight.dim(1) % 2 == 0, "moe: gate_up has an odd row count ", w.gate_up.weight.dim(1));
   s.inter = w.gate_up.weight.dim(1) / 2;
-  check_experts(w.down, "down", {s.experts, s.hidden, s.inter});
+  check_experts(w.down, "down", {s.held, s.hidden, s.inter});
   check_tensor(out, "moe", "out", dtype, {s.tokens, s.hidden});
   s.top_k = w.top_k;
   JET_CHECK(s.top_k >= 1 && s.top_k <= s.experts, "moe: top_k ", s.top_k, " must be in [1, ", s.experts, " experts]");

@@ -17,6 +17,7 @@ struct RowsShape {
 
 struct MoeShape {
   int64_t tokens = 0, hidden = 0, experts = 0, inter = 0;  // inter: one expert's MLP width
+  int64_t held = 0, expert0 = 0;                           // the experts [expert0, expert0 + held) the weights hold
   int top_k = 0;
 };
 

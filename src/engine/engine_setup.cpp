@@ -33,7 +33,11 @@ Engine::Impl::Impl(const EngineOptions& opts)
   const Backend& backend = model->backend();
   log_info("weights: ", (model->model().weight_bytes() + (1 << 19)) >> 20, " MiB (", family_name(c.family), ", ",
            c.layers, " layers", model->model().fp8_projections() ? ", FP8 projections" : "", ") on ", backend.name(),
-           model->size() > 1 ? str(", each of ", model->size(), " tensor-parallel ranks") : "");
+           model->size() > 1 ? str(", each of ", model->size(), " tensor-parallel ranks",
+                                   model->model().shard().expert_parallel
+                                       ? str(" (", model->model().shard().experts, " whole experts each)")
+                                       : "")
+                             : "");
 
   block_length = options.block_length > 0 ? options.block_length : c.block_size;
   JET_CHECK(options.block_length >= 0, "block_length must be >= 1 (or 0 for the model's), got ", options.block_length);

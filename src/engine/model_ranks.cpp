@@ -25,7 +25,8 @@ ModelRanks::ModelRanks(const EngineOptions& options, std::shared_ptr<OpProfile> 
   const int ranks_per_memory = shared_memory_ ? size() : 1;
   for (int r = 0; r < size(); ++r) {
     models_.push_back(std::make_unique<Model>(config, *backends_[r], options.quantization == "fp8",
-                                              comms_.empty() ? nullptr : comms_[r].get(), ranks_per_memory));
+                                              comms_.empty() ? nullptr : comms_[r].get(), ranks_per_memory,
+                                              options.enable_expert_parallel));
   }
   if (options.load_format == "dummy") {
     load(RandomWeights(config, 0));

@@ -57,9 +57,10 @@ class Model {
   // (per-channel scales, docs/fp8.md); an FP8 checkpoint's projections are FP8 either way, and
   // after one the model quantizes float weights it loads later too. A tensor-parallel rank gets
   // its group's communicator (which outlives it) and holds `shard` of the weights
-  // (model_shard.h); its forward sums the ranks' attention and MLP outputs through `comm`.
+  // (model_shard.h; whole experts under expert_parallel); its forward sums the ranks' attention
+  // and MLP outputs through `comm`.
   Model(ModelConfig config, Backend& backend, bool quantize_fp8 = false, Communicator* comm = nullptr,
-        int ranks_per_memory = 1);
+        int ranks_per_memory = 1, bool expert_parallel = false);
 
   const ModelConfig& config() const { return config_; }
   // What this rank holds: the heads and widths its forward runs (all of them without tensor

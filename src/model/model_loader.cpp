@@ -321,17 +321,21 @@ LayerWeights build_layer(const ModelConfig& c, const ModelShard& s, int64_t laye
     w.down = b.projection({{n.down_proj, part.mlp_out(I)}}, {c.hidden, I}, quantize);
     return w;
   }
+  // Under expert parallelism this rank's experts are whole (their width is the model's).
   const int64_t I = s.moe_intermediate;
+  const TensorPart expert_in = s.expert_parallel ? TensorPart{} : part.mlp_in(I);
+  const TensorPart expert_out = s.expert_parallel ? TensorPart{} : part.mlp_out(I);
   std::vector<Piece> gate_up, down;
-  for (int64_t e = 0; e < c.num_experts; ++e) {
+  for (int64_t e = s.expert0; e < s.expert0 + s.experts; ++e) {
     const ExpertWeightNames en = expert_weight_names(c, layer, e);
-    gate_up.push_back({en.gate_proj, part.mlp_in(I)});
-    gate_up.push_back({en.up_proj, part.mlp_in(I)});
-    down.push_back({en.down_proj, part.mlp_out(I)});
+    gate_up.push_back({en.gate_proj, expert_in});
+    gate_up.push_back({en.up_proj, expert_in});
+    down.push_back({en.down_proj, expert_out});
   }
   w.moe.router = b.single(n.router);
-  w.moe.gate_up = b.projection(gate_up, {c.num_experts, 2 * I, c.hidden}, quantize);
-  w.moe.down = b.projection(down, {c.num_experts, c.hidden, I}, quantize);
+  w.moe.gate_up = b.projection(gate_up, {s.experts, 2 * I, c.hidden}, quantize);
+  w.moe.down = b.projection(down, {s.experts, c.hidden, I}, quantize);
+  w.moe.expert0 = s.expert0;
   w.moe.top_k = static_cast<int>(c.experts_per_token);
   MoeRouting& routing = w.moe.routing;
   routing.score = c.sigmoid_router ? MoeRouting::Score::Sigmoid : MoeRouting::Score::Softmax;
@@ -452,7 +456,9 @@ void Model::update(const TensorSource& source) {
   }
   TensorWriter writer(backend_);
   for (const auto& [tensor, slot_name] : writes) {
-    const WeightSlot& slot = slots_.at(slot_name);
+    const auto held = slots_.find(slot_name);
+    if (held == slots_.end()) continue;  // an expert another expert-parallel rank holds
+    const WeightSlot& slot = held->second;
     if (slot.scale) {  // an FP8 projection takes new weights as floats and quantizes them as its load did
       writer.write_quantized(*tensor, slot.part, slot.scaling, slot.data, slot.scale);
     } else {

@@ -7,7 +7,7 @@
 
 namespace jet {
 
-ModelShard make_shard(const ModelConfig& c, int rank, int size) {
+ModelShard make_shard(const ModelConfig& c, int rank, int size, bool expert_parallel) {
   JET_CHECK(size >= 1 && rank >= 0 && rank < size, "tensor parallel: rank ", rank, " of ", size,
             " is not a rank of that group");
   std::string problems;
@@ -23,9 +23,13 @@ ModelShard make_shard(const ModelConfig& c, int rank, int size) {
   bool dense = false, moe = false;
   for (int64_t l = 0; l < c.layers; ++l) (c.is_moe_layer(l) ? moe : dense) = true;
   if (dense) divides("intermediate_size", c.intermediate);
-  if (moe) divides("moe_intermediate_size", c.moe_intermediate);
+  JET_CHECK(!expert_parallel || moe, "expert parallelism: this ", family_name(c.family),
+            " model has no mixture-of-experts layers to split");
+  if (moe && expert_parallel) divides("num_experts", c.num_experts);
+  if (moe && !expert_parallel) divides("moe_intermediate_size", c.moe_intermediate);
   if (moe && c.shared_expert_intermediate > 0) divides("the shared expert's width", c.shared_expert_intermediate);
-  JET_CHECK(problems.empty(), "tensor_parallel_size ", size, " does not divide this model: ", problems.substr(2),
+  JET_CHECK(problems.empty(), "tensor_parallel_size ", size, " does not divide this model",
+            expert_parallel ? " (with expert parallelism)" : "", ": ", problems.substr(2),
             "; choose a size that divides them");
   ModelShard s;
   s.rank = rank;
@@ -37,7 +41,10 @@ ModelShard make_shard(const ModelConfig& c, int rank, int size) {
   // the key/value heads are repeated).
   s.kv_head0 = c.kv_heads >= size ? rank * s.kv_heads : s.head0 / (c.heads / c.kv_heads);
   s.intermediate = dense ? c.intermediate / size : 0;
-  s.moe_intermediate = moe ? c.moe_intermediate / size : 0;
+  s.expert_parallel = expert_parallel;
+  s.moe_intermediate = moe ? (expert_parallel ? c.moe_intermediate : c.moe_intermediate / size) : 0;
+  s.experts = expert_parallel ? c.num_experts / size : c.num_experts;
+  s.expert0 = expert_parallel ? rank * s.experts : 0;
   s.shared_intermediate = moe ? c.shared_expert_intermediate / size : 0;
   return s;
 }

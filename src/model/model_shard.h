@@ -2,7 +2,8 @@
 // split: the attention heads and the MLP and expert widths are divided among the ranks (q, k, v,
 // gate and up by their output rows, o and down by their input columns), and the rest is whole on
 // every rank: norms, routers, the embedding and the LM head. Key/value heads fewer than the ranks
-// are repeated, each rank holding the one its query heads read.
+// are repeated, each rank holding the one its query heads read. Under expert parallelism the
+// routed experts are divided instead of their widths: each rank holds a run of whole experts.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,10 @@ struct ModelShard {
   int64_t heads = 0, kv_heads = 0;  // of this rank
   int64_t head0 = 0, kv_head0 = 0;  // the model's first query / key-value head that this rank holds
   int64_t intermediate = 0, moe_intermediate = 0, shared_intermediate = 0;  // this rank's widths
+  // The routed experts this rank holds: [expert0, expert0 + experts) of the model's (all of them
+  // unless expert_parallel).
+  bool expert_parallel = false;
+  int64_t experts = 0, expert0 = 0;
   // Ranks whose backends take one memory (the CPU backend's ranks all use the host's): the
   // weights' memory check counts them all.
   int ranks_per_memory = 1;
@@ -25,8 +30,9 @@ struct ModelShard {
   bool whole() const { return size == 1; }
 };
 
-// Rank `rank` of `size`; throws naming every width that `size` does not divide.
-ModelShard make_shard(const ModelConfig& config, int rank, int size);
+// Rank `rank` of `size`, with the routed experts split among the ranks when expert_parallel
+// (else their widths); throws naming every count and width that `size` does not divide.
+ModelShard make_shard(const ModelConfig& config, int rank, int size, bool expert_parallel = false);
 
 // The part of a checkpoint tensor [rows, cols] (or [rows]) that a rank holds: the listed row
 // ranges, stacked, of the columns [col_begin, col_end); col_end < 0 means every column.

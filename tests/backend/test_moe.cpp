@@ -107,6 +107,45 @@ TEST(Moe, MatchesNaivePerTokenLoop) {
   }
 }
 
+// Expert parallelism: weights holding a run of the experts give the routes to those experts
+// alone (the naive loop over a model whose other experts are zero), and the runs of a split sum
+// to the whole op.
+TEST(Moe, HeldRunsOfExpertsSumToTheWholeOp) {
+  std::unique_ptr<Backend> backend = make_cpu_backend(2);
+  std::mt19937 rng(6);
+  const MoeHost m = random_moe(rng, 9, 12, 6, 5, 3, true);
+  const std::vector<float> whole = run_moe(*backend, m);
+  for (int runs : {2, 3}) {
+    const int held = m.E / runs;
+    std::vector<float> sum(whole.size(), 0.0f);
+    for (int first = 0; first < m.E; first += held) {
+      const auto held_only = [&](TensorFactory& tf, MoeWeights& w) {
+        w.gate_up.weight = tf.f32({held, 2 * m.I, m.H}, {m.gate_up.begin() + size_t(first) * 2 * m.I * m.H,
+                                                         m.gate_up.begin() + size_t(first + held) * 2 * m.I * m.H});
+        w.down.weight = tf.f32({held, m.H, m.I}, {m.down.begin() + size_t(first) * m.H * m.I,
+                                                  m.down.begin() + size_t(first + held) * m.H * m.I});
+        w.expert0 = first;
+      };
+      MoeHost others_zero = m;
+      for (int e = 0; e < m.E; ++e) {
+        if (e >= first && e < first + held) continue;
+        std::fill_n(others_zero.gate_up.begin() + size_t(e) * 2 * m.I * m.H, 2 * m.I * m.H, 0.0f);
+      }
+      const std::vector<float> part = run_moe(*backend, m, held_only);
+      SCOPED_TRACE("experts held from " + std::to_string(first) + " in " + std::to_string(runs) + " runs");
+      expect_close(part, naive_moe(others_zero), 1e-5f, 1e-4f, "a held run of experts");
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += part[i];
+    }
+    expect_close(sum, whole, 1e-5f, 1e-4f, "the runs of experts summed");
+  }
+  const auto past_the_end = [&](TensorFactory& tf, MoeWeights& w) {
+    w.gate_up.weight = tf.f32({2, 2 * m.I, m.H}, {m.gate_up.begin(), m.gate_up.begin() + 2 * 2 * m.I * m.H});
+    w.down.weight = tf.f32({2, m.H, m.I}, {m.down.begin(), m.down.begin() + 2 * m.H * m.I});
+    w.expert0 = 5;
+  };
+  EXPECT_THROW(run_moe(*backend, m, past_the_end), Error);
+}
+
 TEST(Moe, RouterTiesGoToTheLowerExpert) {
   std::unique_ptr<Backend> backend = make_cpu_backend(2);
   std::mt19937 rng(4);

@@ -3,7 +3,7 @@
 // sampling alike (the ranks sum fp32 partial products, so the logits agree to rounding), with
 // key/value heads repeated where they are fewer than the ranks; weight updates and sleep reach
 // every rank's shard; sizes that do not divide the model are refused by name; FP8 ranks slice the
-// whole model's codes and scales.
+// whole model's codes and scales. Expert parallelism (whole experts per rank) decodes the same too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -72,6 +72,51 @@ TEST_P(TensorParallelFamilies, SplitRanksDecodeWhatOneRankDoes) {
 
 INSTANTIATE_TEST_SUITE_P(Families, TensorParallelFamilies,
                          ::testing::Values("sdar", "sdar_moe", "llada", "llada2_moe", "fast_dllm_v2", "dream"));
+
+// Expert parallelism: each rank holds whole experts (8 over 2 or 4 ranks; LLaDA2's 8 in 4 groups
+// too, so a rank's run of experts cuts across its groups), the routes to another rank's experts
+// add nothing there, and the all-reduce after the MLP sums them in.
+TEST(TensorParallel, ExpertParallelRanksDecodeWhatOneRankDoes) {
+  for (const std::string arch : {"sdar_moe", "llada2_moe"}) {
+    SCOPED_TRACE(arch);
+    const std::string dir = jet::test::tiny_model_folder("--arch " + arch + " --seed 3 --layers 3");
+    jet::Engine whole(options(dir, 1));
+    const std::vector<jet::GenerationOutput> expected = decode(whole);
+    for (int tp : {2, 4}) {
+      SCOPED_TRACE("tensor_parallel_size " + std::to_string(tp));
+      jet::EngineOptions o = options(dir, tp);
+      o.enable_expert_parallel = true;
+      jet::Engine split(o);
+      expect_same_decodes(expected, decode(split));
+    }
+  }
+}
+
+TEST(TensorParallel, ExpertParallelUpdatesAndSleepReachEveryRanksExperts) {
+  const std::string dir = jet::test::tiny_model_folder("--arch sdar_moe --seed 4");
+  const std::string other = jet::test::tiny_model_folder("--arch sdar_moe --seed 5");
+  jet::Engine reference(options(other, 1));
+  const std::vector<jet::GenerationOutput> expected = decode(reference);
+
+  jet::EngineOptions o = options(dir, 2);
+  o.enable_expert_parallel = true;
+  jet::Engine split(o);
+  const jet::Checkpoint ckpt(other);
+  split.update_weights(jet::test::checkpoint_views(ckpt));
+  expect_same_decodes(expected, decode(split));
+  split.sleep(1);
+  split.wake_up();
+  expect_same_decodes(expected, decode(split));
+}
+
+TEST(TensorParallel, ExpertParallelNeedsExpertsThatDivide) {
+  jet::EngineOptions o = options(jet::test::tiny_model_folder("--arch sdar_moe --seed 1 --experts 6 --top-k 2"), 4);
+  o.enable_expert_parallel = true;
+  jet::test::expect_error([&] { jet::Engine engine(o); }, "num_experts 6 is not a multiple of 4");
+  o = options(jet::test::tiny_model_folder("--arch sdar --seed 1"), 2);
+  o.enable_expert_parallel = true;
+  jet::test::expect_error([&] { jet::Engine engine(o); }, "has no mixture-of-experts layers to split");
+}
 
 TEST(TensorParallel, UpdatesAndSleepReachEveryShard) {
   const std::string dir = jet::test::tiny_model_folder("--arch sdar_moe --seed 4");

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tensor parallel on the GPUs of one host: the engine at --tensor-parallel-size N against the
 same engine at 1, on the trained demo models (SDAR and LLaDA, chat problems) and on random SDAR-MoE
-and LLaDA2 models (token ids), greedy. The ranks sum bf16 partial products, so a logit may round
+and LLaDA2 models (token ids, with and without --enable-expert-parallel), greedy. The ranks sum bf16 partial products, so a logit may round
 differently from one GPU's and a near-tie may flip: the bar is 99% of completion tokens equal on
 the trained models; the random ones (near-flat distributions) are reported. Needs N visible GPUs
 (SKIP otherwise) and a build with NCCL.
@@ -27,9 +27,9 @@ def visible_gpus():
     return len(out.stdout.splitlines()) if out.returncode == 0 else 0
 
 
-def compare(cli, model, prompts, tp, label, flags, bar):
+def compare(cli, model, prompts, tp, label, flags, bar, split_flags=()):
     one, split = (engine_parity.generate(cli, model, prompts, "cuda", ["--tensor-parallel-size", str(size), *flags])
-                  for size in (1, tp))
+                  for size, flags in ((1, flags), (tp, [*flags, *split_flags])))
     same, total, identical = engine_parity.agreement(one, split)
     share = same / max(total, 1)
     verdict = "INFO" if bar is None else "PASS" if share >= bar else "FAIL"
@@ -61,6 +61,8 @@ def main():
                             "--out", str(model)], check=True)
             ids = [[rng.randrange(3, 200) for _ in range(rng.randrange(1, 40))] for _ in range(32)]
             ok &= compare(cli, model, ids, tp, f"random {arch}", ["--ignore-eos"], None)
+            ok &= compare(cli, model, ids, tp, f"random {arch}, expert parallel", ["--ignore-eos"], None,
+                          ["--enable-expert-parallel"])
     return 0 if ok else 1
 
 

@@ -307,7 +307,7 @@ void test_gather_block_tokens(Report& report, Twins& tw, std::mt19937& rng) {
 // taking every token, top_k = E, expert counts that are not powers of two, widths that are not
 // multiples of 128 (or of 8: the element-wise path), 1 row, 4,096 rows and more than one chunk of
 // routes, tiles of each row count (16, 32, 64, 128) on both copy paths, and SDAR-30B-A3B's
-// own layer shape.
+// own layer shape; weights that hold a run of the experts (expert parallelism).
 void test_moe(Report& report, Twins& tw, std::mt19937& rng) {
   struct Case {
     int T, H, E, I, top_k;
@@ -345,6 +345,45 @@ void test_moe(Report& report, Twins& tw, std::mt19937& rng) {
       // activations in bf16, the CPU op in fp32: hence the row's own scale (expect_rows_close).
       expect_rows_close(report, name, tw.cuda_values(out.cuda), tw.cpu_values(out.cpu), c.H, kRtol, c.T / 1024);
     });
+  }
+  // Expert parallelism: weights holding a run of the experts (expert0 on) run the routes to those
+  // alone, the others adding nothing; against the CPU op on the same run, for each run of a split
+  // in 2 and 4 (SDAR-30B-A3B's layer among them).
+  for (Case c : {Case{33, 256, 16, 96, 4, true}, Case{300, 128, 8, 64, 2, true, true}, Case{5, 33, 8, 17, 8, false},
+                 Case{512, 2048, 128, 768, 8, true}}) {
+    for (int runs : {2, 4}) {
+      const std::string name =
+          shape_name("moe held runs of experts T,H,E,I,top_k,runs", {c.T, c.H, c.E, c.I, c.top_k, runs}) +
+          (c.one_expert ? " all to expert 3" : "");
+      report.run(name, [&] {
+        std::vector<float> x_values = random_bf16(rng, size_t(c.T) * c.H, c.one_expert ? 0.05f : -1.0f, 1.0f);
+        std::vector<float> router_values =
+            random_bf16(rng, size_t(c.E) * c.H, c.one_expert ? -0.1f : -1.0f, c.one_expert ? 0.1f : 1.0f);
+        if (c.one_expert) std::fill_n(router_values.begin() + 3 * c.H, c.H, 1.0f);
+        const std::vector<float> gate_up_values = random_bf16(rng, size_t(c.E) * 2 * c.I * c.H);
+        const std::vector<float> down_values = random_bf16(rng, size_t(c.E) * c.H * c.I);
+        Twin x = tw.floats({c.T, c.H}, x_values);
+        Twin router = tw.floats({c.E, c.H}, router_values);
+        const int held = c.E / runs;
+        for (int first = 0; first < c.E; first += held) {
+          const size_t gate_up_size = size_t(held) * 2 * c.I * c.H, down_size = size_t(held) * c.H * c.I;
+          const auto gate_up_begin = gate_up_values.begin() + first * (gate_up_size / held);
+          const auto down_begin = down_values.begin() + first * (down_size / held);
+          Twin gate_up = tw.floats({held, 2 * c.I, c.H}, {gate_up_begin, gate_up_begin + gate_up_size});
+          Twin down = tw.floats({held, c.H, c.I}, {down_begin, down_begin + down_size});
+          MoeWeights w_cpu{router.cpu, {gate_up.cpu}, {down.cpu}, c.top_k};
+          MoeWeights w_cuda{router.cuda, {gate_up.cuda}, {down.cuda}, c.top_k};
+          w_cpu.expert0 = w_cuda.expert0 = first;
+          w_cpu.routing.renormalize = w_cuda.routing.renormalize = c.renormalize;
+          Twin out = tw.poisoned({c.T, c.H});
+          tw.cpu().moe(x.cpu, w_cpu, out.cpu);
+          tw.cuda().moe(x.cuda, w_cuda, out.cuda);
+          // As above (a near-tie may route a row differently, at most one per 1,024).
+          expect_rows_close(report, name + " from expert " + std::to_string(first), tw.cuda_values(out.cuda),
+                            tw.cpu_values(out.cpu), c.H, kRtol, c.T / 1024);
+        }
+      });
+    }
   }
   // LLaDA2's routing (sigmoid scores, an fp32 expert bias for the choice, n_group groups of which
   // topk_group are kept, renormalised weights times 2.5) and its shared expert, at LLaDA2-mini's

@@ -36,7 +36,8 @@ def test_the_originals_defaults():
     config = {f.name: f.default for f in dataclasses.fields(Config) if f.name != "model"}
     # max_num_batched_tokens now bounds each forward (the original's 131072 only sized a warm-up).
     assert config == dict(max_num_batched_tokens=16384, max_num_seqs=512, max_model_len=4096,
-                          gpu_memory_utilization=0.8, tensor_parallel_size=1, enforce_eager=False,
+                          gpu_memory_utilization=0.8, tensor_parallel_size=1, enable_expert_parallel=False,
+                          enforce_eager=False,
                           diversity_enforce=False, diversity_enforce_barrier=100, epsilon_greedy=False, epsilon=0.1,
                           kvcache_block_size=256, num_kvcache_blocks=-1, mask_token_id=-1, block_length=None,
                           dtype="auto", device="auto", num_threads=0, kv_cache_memory_bytes=0,
@@ -72,6 +73,18 @@ def test_tensor_parallel_size_splits_the_model_and_decodes_the_same(model, llm):
     assert [o["token_ids"] for o in one] == [o["token_ids"] for o in two]
     with pytest.raises(ValueError, match="num_attention_heads 4 is not a multiple of 3"):
         LLM(model, **ENGINE, tensor_parallel_size=3)
+
+
+def test_expert_parallel_ranks_hold_whole_experts_and_decode_the_same(tmp_path):
+    moe = make_tiny_model("sdar_moe", tmp_path / "moe", seed=4)  # 8 experts
+    params = SamplingParams(temperature=0.7, seed=3, max_tokens=8, ignore_eos=True)
+    one, two = (LLM(moe, **{**ENGINE, "num_threads": 2}, **split).generate([[5, 6, 7, 8], [9, 10]], params,
+                                                                           use_tqdm=False)
+                for split in (dict(), dict(tensor_parallel_size=2, enable_expert_parallel=True)))
+    assert [o["token_ids"] for o in one] == [o["token_ids"] for o in two]
+    assert Config(moe, enable_expert_parallel=True).engine_options().enable_expert_parallel
+    with pytest.raises(ValueError, match="num_experts 8 is not a multiple of 3"):
+        LLM(moe, **ENGINE, tensor_parallel_size=3, enable_expert_parallel=True)
 
 
 def test_dummy_load_format_needs_no_checkpoint(tmp_path):
@@ -113,6 +126,7 @@ def test_unknown_keyword_arguments_are_type_errors(model):
     (dict(gpu_memory_utilization=1.5), ValueError, "gpu_memory_utilization"),
     (dict(tensor_parallel_size=0), ValueError, "tensor_parallel_size"),
     (dict(tensor_parallel_size=65), ValueError, "tensor_parallel_size"),
+    (dict(enable_expert_parallel=1), TypeError, "enable_expert_parallel"),
     (dict(enforce_eager=1), TypeError, "enforce_eager"),
     (dict(diversity_enforce=1), TypeError, "diversity_enforce"),
     (dict(diversity_enforce_barrier=-1), ValueError, "diversity_enforce_barrier"),

@@ -90,6 +90,15 @@ def test_the_clis_tensor_parallel_ranks_decode_what_one_engine_does(model, llm):
     assert_same_tokens(split, llm.generate(prompts, params, use_tqdm=False))
 
 
+def test_the_clis_expert_parallel_ranks_decode_what_one_engine_does(tmp_path):
+    moe = make_tiny_model("sdar_moe", tmp_path / "moe", seed=2)
+    prompts = random_prompts(4, seed=3)
+    flags = ("--temperature", "0", "--max-tokens", "8", "--ignore-eos")
+    whole = cli_generate(moe, prompts, *flags)
+    assert_same_tokens(whole, cli_generate(moe, prompts, *flags, "--tensor-parallel-size", "2",
+                                           "--enable-expert-parallel"))
+
+
 def test_exploration_modifiers_are_the_clis_and_reach_their_limits(model, llm):
     """LLM's diversity_enforce / epsilon_greedy decode as the CLI's per-request flags do; a barrier
     past every block is the sequential strategy, and epsilon 1 the random strategy."""

@@ -4,7 +4,8 @@
 // fp32 or FP8 expert weights.
 // One parallel loop over experts: each runs its GEMM pair over the tokens routed to it and
 // writes weighted rows into a per-route buffer; each token then sums its top-k rows in rank
-// order, so the result does not depend on the thread count.
+// order, so the result does not depend on the thread count. Weights that hold a run of the
+// experts (expert parallelism) leave the other experts' routes at zero.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -101,6 +102,7 @@ void add_shared_expert(const Tensor& x, const MoeWeights& w, Tensor& out) {
 void CpuBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
   const MoeShape shape = check_moe_args(x, w, out, DType::F32);
   const int64_t T = shape.tokens, H = shape.hidden, E = shape.experts, I = shape.inter;
+  const int64_t held = shape.held, expert0 = shape.expert0;
   const int top_k = shape.top_k;
 
   // Route r = t * top_k + k is token t's k-th choice.
@@ -113,16 +115,20 @@ void CpuBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     route_token(router_logits.data() + t * E, static_cast<int>(E), top_k, w.routing, experts.data() + t * top_k,
                 weights.data() + t * top_k);
   }
-  std::vector<std::vector<int64_t>> routes_of(E);
-  for (int64_t r = 0; r < T * top_k; ++r) routes_of[experts[r]].push_back(r);
+  // routes_of[e]: the routes of held expert expert0 + e.
+  std::vector<std::vector<int64_t>> routes_of(held);
+  for (int64_t r = 0; r < T * top_k; ++r) {
+    const int64_t e = experts[r] - expert0;
+    if (e >= 0 && e < held) routes_of[e].push_back(r);
+  }
 
   const float* x_data = x.ptr<float>();
-  std::vector<float> route_out(T * top_k * H);  // weight * expert output, per route
+  std::vector<float> route_out(T * top_k * H);  // weight * expert output, per route (0: not held)
 #pragma omp parallel num_threads(thread_count())
   {
     ExpertScratch sc;
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t e = 0; e < E; ++e) {
+    for (int64_t e = 0; e < held; ++e) {
       const std::vector<int64_t>& routes = routes_of[e];
       const int64_t n = static_cast<int64_t>(routes.size());
       if (n == 0) continue;

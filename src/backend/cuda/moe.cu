@@ -5,8 +5,10 @@
 // expert and cuts each expert's rows into tiles; the tokens' rows are gathered into that order
 // for the copy engine; the grouped gate/up (with SwiGLU) and down GEMMs (expert_gemm.cuh) run
 // over the tiles; a shared expert runs through the dense ops; each token sums its experts'
-// weighted outputs in rank order (the CPU op's order) and the shared expert's. Scratch lives in a buffer of the backend
-// that grows to the largest call; tokens are taken in chunks so that it stays bounded.
+// weighted outputs in rank order (the CPU op's order) and the shared expert's. Weights that hold
+// a run of the experts (expert parallelism) sort and run only their routes; the others add
+// nothing. Scratch lives in a buffer of the backend that grows to the largest call; tokens are
+// taken in chunks so that it stays bounded.
 #include <algorithm>
 #include <cfloat>
 
@@ -211,16 +213,26 @@ struct SortScratch {
   int32_t* tile_begin;  // [E]: the expert's first tile
 };
 
-// One CTA: counts the routes of each expert, places every route in expert order
-// (sorted[row] = route) and writes the tiles of at most rows_per_tile rows each.
+// The held expert (of E held from expert0 on) of a route's expert id, or -1 when not held.
+__device__ __forceinline__ int held_expert(int32_t expert, int expert0, int E) {
+  const int e = expert - expert0;
+  return e >= 0 && e < E ? e : -1;
+}
+
+// One CTA: counts the routes of each held expert, places every route of them in expert order
+// (sorted[row] = route; the rows past them get route 0, so every row names a route) and writes
+// the tiles of at most rows_per_tile rows each.
 __global__ void __launch_bounds__(kSortThreads)
-    sort_routes_kernel(const int32_t* experts, int routes, int E, int rows_per_tile, SortScratch s, int32_t* sorted,
-                       ExpertTiles tiles) {
+    sort_routes_kernel(const int32_t* experts, int routes, int expert0, int E, int rows_per_tile, SortScratch s,
+                       int32_t* sorted, ExpertTiles tiles) {
   await_previous_kernel();
   const int tid = threadIdx.x;
   for (int e = tid; e < E; e += kSortThreads) s.counts[e] = 0;
   __syncthreads();
-  for (int r = tid; r < routes; r += kSortThreads) s.rank[r] = atomicAdd(&s.counts[experts[r]], 1);
+  for (int r = tid; r < routes; r += kSortThreads) {
+    const int e = held_expert(experts[r], expert0, E);
+    s.rank[r] = e < 0 ? -1 : atomicAdd(&s.counts[e], 1);
+  }
   __syncthreads();
 
   // Thread tid owns experts [first, last): its sums, scanned over the block, give their offsets.
@@ -243,7 +255,11 @@ __global__ void __launch_bounds__(kSortThreads)
   if (tid == 0) *tiles.count = total_tiles;
   __syncthreads();
 
-  for (int r = tid; r < routes; r += kSortThreads) sorted[s.row_begin[experts[r]] + s.rank[r]] = r;
+  for (int r = tid; r < routes; r += kSortThreads) {
+    const int e = held_expert(experts[r], expert0, E);
+    if (e >= 0) sorted[s.row_begin[e] + s.rank[r]] = r;
+  }
+  for (int row = total_rows + tid; row < routes; row += kSortThreads) sorted[row] = 0;
   for (int e = tid; e < E; e += kSortThreads) {
     const int begin = s.row_begin[e], end = begin + s.counts[e];
     for (int t = s.tile_begin[e], b = begin; b < end; ++t, b += rows_per_tile) {
@@ -268,11 +284,11 @@ __global__ void gather_sorted_rows_kernel(const bf16* x, const int32_t* sorted, 
   }
 }
 
-// out[t, j] = Σ_k route_out[t * top_k + k, j], in rank order, plus shared[t, j] (the shared
-// expert's output) when given.
+// out[t, j] = Σ_k route_out[t * top_k + k, j] over the routes to held experts, in rank order,
+// plus shared[t, j] (the shared expert's output) when given.
 template <int kPack>
-__global__ void combine_kernel(const float* route_out, int64_t T, int top_k, int64_t H, const float* shared,
-                               bf16* out) {
+__global__ void combine_kernel(const float* route_out, const int32_t* experts, int expert0, int held, int64_t T,
+                               int top_k, int64_t H, const float* shared, bf16* out) {
   await_previous_kernel();
   const int64_t packs = H / kPack;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < T * packs;
@@ -283,6 +299,7 @@ __global__ void combine_kernel(const float* route_out, int64_t T, int top_k, int
       for (int e = 0; e < kPack; ++e) sum[e] = shared[t * H + j + e];
     }
     for (int k = 0; k < top_k; ++k) {
+      if (held_expert(experts[t * top_k + k], expert0, held) < 0) continue;
       const float* src = route_out + (t * top_k + k) * H + j;
       if constexpr (kPack == 4) {
         const float4 v = *reinterpret_cast<const float4*>(src);
@@ -419,13 +436,15 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
             " expert groups; the cuda backend routes at most 32 (a lane a group)");
   const MoeShape shape = check_moe_args(x, w, out, DType::BF16);
   const int64_t T = shape.tokens, H = shape.hidden, E = shape.experts, I = shape.inter;
+  const int64_t held = shape.held;
+  const int expert0 = static_cast<int>(shape.expert0);
   const int top_k = shape.top_k;
   if (T == 0) return;
 
   const int64_t chunk_tokens = std::max<int64_t>(1, std::min({T, kMaxChunkRoutes / top_k, kMaxChunkProbs / E}));
   const int64_t chunk_routes = chunk_tokens * top_k;
   const int rows = rows_per_tile(chunk_routes, E);
-  const int64_t max_tiles = max_tiles_for(chunk_routes, rows, E);
+  const int64_t max_tiles = max_tiles_for(chunk_routes, rows, held);
   // The copy engine needs 16-byte rows; odd widths take the element-wise copies.
   const bool tma = H % 8 == 0 && I % 8 == 0 && aligned_16({x.data, w.gate_up.weight.data, w.down.weight.data});
   const int64_t S = w.shared_down.weight.data ? w.shared_down.weight.dim(1) : 0;
@@ -449,7 +468,7 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     launch_kernel("route_kernel", route_kernel, blocks_for(tokens * 32, kRouteThreads), kRouteThreads, 0, stream_,
                   s.probs, tokens, route, s.experts, s.weights);
     launch_kernel("sort_routes_kernel", sort_routes_kernel, 1, kSortThreads, 0, stream_, s.experts,
-                  static_cast<int>(routes), static_cast<int>(E), rows, s.sort, s.sorted, s.tiles);
+                  static_cast<int>(routes), expert0, static_cast<int>(held), rows, s.sort, s.sorted, s.tiles);
 
     ExpertGemmArgs args{};
     args.sorted = s.sorted;
@@ -460,7 +479,7 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     args.top_k = top_k;
     args.hidden_size = H;
     args.inter = I;
-    const int tiles = static_cast<int>(max_tiles_for(routes, rows, E));
+    const int tiles = static_cast<int>(max_tiles_for(routes, rows, held));
     ExpertGemmMaps maps{};
 
     args.a = x_chunk.ptr<bf16>();
@@ -471,7 +490,7 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
                     stream_, x_chunk.ptr<bf16>(), static_cast<const int32_t*>(s.sorted), routes, top_k, H, s.gathered);
       args.a = s.gathered;
       maps.a = bf16_tensor_map(s.gathered, routes, H, rows);
-      maps.w = bf16_tensor_map(args.w, E * 2 * I, H, moe_detail::kWeightBoxRows);
+      maps.w = bf16_tensor_map(args.w, held * 2 * I, H, moe_detail::kWeightBoxRows);
     }
     launch_expert_gemm<Product::GateUp>(tma, rows, args, maps, tiles, stream_);
 
@@ -480,7 +499,7 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     args.col_blocks = static_cast<int>((H + moe_detail::kWeightRows - 1) / moe_detail::kWeightRows);
     if (tma) {
       maps.a = bf16_tensor_map(s.hidden, routes, I, rows);
-      maps.w = bf16_tensor_map(args.w, E * H, I, moe_detail::kWeightBoxRows);
+      maps.w = bf16_tensor_map(args.w, held * H, I, moe_detail::kWeightBoxRows);
     }
     launch_expert_gemm<Product::Down>(tma, rows, args, maps, tiles, stream_);
 
@@ -499,10 +518,12 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     bf16* out_chunk = out.ptr<bf16>() + t0 * H;
     if (H % 4 == 0 && reinterpret_cast<uintptr_t>(out_chunk) % 8 == 0) {  // 4 bf16 stored as one 8-byte word
       launch_kernel("combine_kernel", combine_kernel<4>, blocks_for(tokens * H / 4, 256), 256, 0, stream_,
-                    static_cast<const float*>(s.route_out), tokens, top_k, H, shared, out_chunk);
+                    static_cast<const float*>(s.route_out), static_cast<const int32_t*>(s.experts), expert0,
+                    static_cast<int>(held), tokens, top_k, H, shared, out_chunk);
     } else {
       launch_kernel("combine_kernel", combine_kernel<1>, blocks_for(tokens * H, 256), 256, 0, stream_,
-                    static_cast<const float*>(s.route_out), tokens, top_k, H, shared, out_chunk);
+                    static_cast<const float*>(s.route_out), static_cast<const int32_t*>(s.experts), expert0,
+                    static_cast<int>(held), tokens, top_k, H, shared, out_chunk);
     }
   }
 }
