@@ -153,23 +153,28 @@ TEST(TensorParallel, Fp8RanksDecodeLikeTheWholeFp8Model) {
     const std::string dir = jet::test::tiny_model_folder("--arch " + arch + " --seed 6");
     std::vector<jet::Prompt> prompts;
     for (int i = 0; i < 32; ++i) prompts.push_back(std::vector<int32_t>{5 + i, 7 + 2 * i, 9 + 3 * i});
-    auto first_block = [&](int tp, bool fp8) {
+    auto first_block = [&](int tp, bool fp8, bool expert_parallel = false) {
       jet::EngineOptions o = options(dir, tp);
       if (fp8) o.quantization = "fp8";
+      o.enable_expert_parallel = expert_parallel;
       jet::Engine engine(o);
       return engine.generate(prompts, {jet::test::greedy(4)});
     };
     const auto fp8_1 = first_block(1, true), fp8_2 = first_block(2, true), float_1 = first_block(1, false);
-    int same_tp = 0, same_fp8 = 0, total = 0;  // tokens equal: split vs whole FP8, float vs FP8
+    // Under expert parallelism the experts are quantized whole, as on one rank.
+    const auto fp8_ep = arch == "sdar_moe" ? first_block(2, true, true) : fp8_2;
+    int same_tp = 0, same_ep = 0, same_fp8 = 0, total = 0;  // tokens equal: split vs whole FP8, float vs FP8
     for (size_t i = 0; i < prompts.size(); ++i) {
       for (size_t j = 0; j < fp8_1[i].completion_ids.size(); ++j) {
         same_tp += fp8_2[i].completion_ids[j] == fp8_1[i].completion_ids[j];
+        same_ep += fp8_ep[i].completion_ids[j] == fp8_1[i].completion_ids[j];
         same_fp8 += float_1[i].completion_ids[j] == fp8_1[i].completion_ids[j];
         ++total;
       }
     }
     EXPECT_GE(3 * same_tp, 2 * total) << same_tp << " of " << total << " tokens equal (float vs FP8: " << same_fp8
                                       << ")";
+    EXPECT_GE(3 * same_ep, 2 * total) << same_ep << " of " << total << " tokens equal under expert parallelism";
     EXPECT_GE(3 * same_fp8, 2 * total) << "float and FP8 agree on " << same_fp8 << " of " << total;
   }
 }
