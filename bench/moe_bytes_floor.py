@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
-"""The bytes floor of SDAR-30B-A3B's Mode 1 decode: the weights one denoise forward must read,
-over the device's copy bandwidth measured here, as tokens/s.
+"""The bytes floor of a mixture-of-experts model's Mode 1 decode: the weights one denoise forward
+must read, over the device's copy bandwidth measured here, as tokens/s.
 
-    python3 bench/moe_bytes_floor.py [--batches 1,32,128,256,512]
+    python3 bench/moe_bytes_floor.py [--model sdar-30b-a3b|llada2-mini] [--batches 1,32,128,256,512]
 
 Bandwidth: a device-to-device copy of 4 GiB (bytes read + bytes written over the time), median
-of 10 after 3 warm-ups. Bytes per forward: every layer's attention and router weights, the LM
-head, and the experts a forward's tokens hit: with batch * B tokens each taking top-8 of 128
-experts, an expert is missed by all of them with probability (1 - 8/128)^(batch * B) when the
-routing is uniform, as it is for random weights. A block of B = 4 tokens takes S = 4 forwards, so
-tokens/s = batch * B / (S * bytes / bandwidth). The floor ignores attention's K/V reads and
+of 10 after 3 warm-ups. Bytes per forward: every layer's attention and router weights, the dense
+layers' MLP and the shared expert (LLaDA2), the LM head, and the routed experts a forward's tokens
+hit: with batch * B tokens each taking top-k of E experts, an expert is missed by all of them with
+probability (1 - k/E)^(batch * B) when the routing is uniform, as it is for random weights (for
+LLaDA2's group-limited routing too, whose groups are as likely as each other). A block of B tokens
+takes S forwards, so tokens/s = batch * B / (S * bytes / bandwidth): SDAR-30B-A3B at B = S = 4,
+LLaDA2.0-mini at B = S = 32 (bench/run_gpu.sh). The floor ignores attention's K/V reads and
 activations (both small at prompt 64). Needs a CUDA GPU and torch.
 """
 
@@ -18,10 +20,15 @@ import statistics
 
 import torch
 
-BLOCK, STEPS = 4, 4
-LAYERS, HIDDEN, Q_WIDTH, KV_WIDTH = 48, 2048, 32 * 128, 4 * 128
-EXPERTS, TOP_K, EXPERT_WIDTH, VOCAB = 128, 8, 768, 151936
 BF16 = 2
+# hidden, attention widths (q, one of k / v), layers (dense ones first), dense MLP width, experts,
+# top-k, expert width, shared expert width, vocabulary, block length B and steps S.
+MODELS = {
+    "sdar-30b-a3b": dict(hidden=2048, q=32 * 128, kv=4 * 128, layers=48, dense_layers=0, dense_width=0, experts=128,
+                         top_k=8, expert_width=768, shared_width=0, vocab=151936, block=4, steps=4),
+    "llada2-mini": dict(hidden=2048, q=16 * 128, kv=4 * 128, layers=20, dense_layers=1, dense_width=5120,
+                        experts=256, top_k=8, expert_width=512, shared_width=512, vocab=157184, block=32, steps=32),
+}
 
 
 def copy_bandwidth():
@@ -40,24 +47,31 @@ def copy_bandwidth():
     return 2 * src.numel() * BF16 / statistics.median(times)
 
 
-def forward_bytes(batch):
-    """Weight bytes one denoise forward of `batch` sequences reads."""
-    attention = HIDDEN * (Q_WIDTH + 2 * KV_WIDTH) + Q_WIDTH * HIDDEN
-    router = EXPERTS * HIDDEN
-    expert = 3 * HIDDEN * EXPERT_WIDTH
-    hit = EXPERTS * (1 - (1 - TOP_K / EXPERTS) ** (batch * BLOCK))
-    return BF16 * (LAYERS * (attention + router + hit * expert) + VOCAB * HIDDEN), hit
+def forward_bytes(m, batch):
+    """Weight bytes one denoise forward of `batch` sequences reads, and the experts hit a layer."""
+    h = m["hidden"]
+    attention = h * (m["q"] + 2 * m["kv"]) + m["q"] * h
+    dense_mlp = 3 * h * m["dense_width"]
+    expert = 3 * h * m["expert_width"]
+    hit = m["experts"] * (1 - (1 - m["top_k"] / m["experts"]) ** (batch * m["block"]))
+    moe_mlp = m["experts"] * h + 3 * h * m["shared_width"] + hit * expert
+    moe_layers = m["layers"] - m["dense_layers"]
+    return BF16 * (m["layers"] * attention + m["dense_layers"] * dense_mlp + moe_layers * moe_mlp +
+                   m["vocab"] * h), hit
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", choices=sorted(MODELS), default="sdar-30b-a3b")
     p.add_argument("--batches", default="1,32,128,256,512")
     args = p.parse_args()
+    m = MODELS[args.model]
     bandwidth = copy_bandwidth()
-    print(f"copy bandwidth {bandwidth / 1e12:.3f} TB/s ({torch.cuda.get_device_name()})")
+    print(f"copy bandwidth {bandwidth / 1e12:.3f} TB/s ({torch.cuda.get_device_name()}); {args.model}, "
+          f"B = {m['block']}, S = {m['steps']}")
     for batch in (int(b) for b in args.batches.split(",")):
-        nbytes, hit = forward_bytes(batch)
-        floor = batch * BLOCK / (STEPS * nbytes / bandwidth)
+        nbytes, hit = forward_bytes(m, batch)
+        floor = batch * m["block"] / (m["steps"] * nbytes / bandwidth)
         print(f"batch {batch:4d}: {hit:6.1f} experts hit a layer, {nbytes / 1e9:6.2f} GB a forward, "
               f"bytes floor {floor:10.1f} tok/s")
 

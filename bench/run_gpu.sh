@@ -33,7 +33,9 @@
 # heads of 128 with half-rotated RoPE, a dense first layer of width 5120, then 256 experts of width
 # 512, top-8 in 4 of 8 groups with one shared expert; vocabulary 157,184, mask 156895), B = S = 32
 # (one token a step, what its threshold decoder does on random weights), greedy, prompt 64, 256
-# tokens, batch 1 and 128.
+# tokens, batch 1 and 128; then, in the same run, the bytes floor of those forwards
+# (bench/moe_bytes_floor.py --model llada2-mini) and the same layers in plain PyTorch eager
+# (bench/torch_llada2_eager.py).
 #
 # tp (issue 30; needs 2 GPUs and a build with NCCL): SDAR-4B, SDAR-30B-A3B and LLaDA-8B shapes (LLaDA
 # at B = S = 32) at --tensor-parallel-size 1 and 2, Mode 1 at batch 1 and 128 (prompt 64, 128
@@ -108,6 +110,8 @@ if [[ $which == llada2 ]]; then
     --vocab-size 157184 --mask-token-id 156895 --no-weights --out "$model"
   "$build"/apps/cli/jetengine bench --model "$model" --load-format dummy --device cuda --block-length 32 \
     --denoising-steps 32 --prompt-len 64 --max-tokens 256 --batches 1,128 "$@"
+  python3 bench/moe_bytes_floor.py --model llada2-mini --batches 1,128
+  python3 bench/torch_llada2_eager.py --batches 1,128
 fi
 
 if [[ $which == tp ]]; then
