@@ -171,15 +171,22 @@ int cmd_generate(const Args& raw) {
   // Outputs arrive as prompts finish (streaming, or from several ranks); printed in submission order.
   std::vector<std::optional<nlohmann::json>> ready(prompts.size());
   size_t next = 0;
+  auto print_ready = [&] {
+    for (; next < ready.size() && ready[next]; ++next) print(*ready[next]);
+  };
   auto arrived = [&](size_t i, const nlohmann::json& out) {
     ready[i] = out;
-    for (; next < ready.size() && ready[next]; ++next) print(*ready[next]);
+    print_ready();
   };
   if (world == 1) {
     Engine engine(options);
     decode(args, engine, prompts, arrived, [&](size_t done, size_t, size_t tokens) { bar.update(done, tokens); });
     return 0;
   }
+  // Without --max-active one engine prints nothing until every prompt is decoded, so a bad prompt
+  // fails the run before any output; the ranks' outputs wait for every rank likewise (a rank that
+  // fails may start later than another finishes).
+  const bool streaming = args.has("--max-active");
   const std::vector<int64_t> costs = prompt_costs(args, prompts);
   std::vector<std::pair<size_t, size_t>> progress(world);  // each rank's prompts done and tokens
   run_data_parallel(
@@ -205,7 +212,12 @@ int cmd_generate(const Args& raw) {
       },
       [&](int rank, const nlohmann::json& message) {
         if (message.contains("output")) {
-          arrived(message["index"].get<size_t>(), message["output"]);
+          const size_t i = message["index"].get<size_t>();
+          if (streaming) {
+            arrived(i, message["output"]);
+          } else {
+            ready[i] = message["output"];
+          }
           return;
         }
         progress[rank] = {message["done"].get<size_t>(), message["tokens"].get<size_t>()};
@@ -213,6 +225,7 @@ int cmd_generate(const Args& raw) {
         for (const auto& [d, t] : progress) done += d, tokens += t;
         bar.update(done, tokens);
       });
+  print_ready();
   JET_CHECK(next == prompts.size(), "--data-parallel: ", prompts.size() - next, " outputs never arrived");
   return 0;
 }
