@@ -284,6 +284,17 @@ __global__ void gather_sorted_rows_kernel(const bf16* x, const int32_t* sorted, 
   }
 }
 
+// act[t, i] = silu(gate) * up of the shared expert's fp32 gate_up [T, 2S], rounded to bf16 once,
+// as the routed experts' hidden activations are.
+__global__ void shared_swiglu_kernel(const float* gate_up, int64_t T, int64_t S, bf16* act) {
+  await_previous_kernel();
+  for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < T * S; k += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = k / S, i = k % S;
+    const float g = gate_up[t * 2 * S + i], u = gate_up[t * 2 * S + S + i];
+    act[k] = __float2bfloat16(g / (1.0f + expf(-g)) * u);
+  }
+}
+
 // out[t, j] = Σ_k route_out[t * top_k + k, j] over the routes to held experts, in rank order,
 // plus shared[t, j] (the shared expert's output) when given.
 template <int kPack>
@@ -403,8 +414,9 @@ struct ChunkScratch {
   bf16* gathered;  // [routes, H] with the copy engine, else unused
   bf16* hidden;
   float* route_out;
-  bf16 *shared_gate_up, *shared_hidden;  // the shared expert's (S: its width; 0: none)
-  float* shared_out;                     // its output, in fp32 until the combine rounds the sum
+  float* shared_gate_up;  // the shared expert's products, fp32 (S: its width; 0: none)
+  bf16* shared_hidden;
+  float* shared_out;  // its output, in fp32 until the combine rounds the sum
   size_t bytes;
 
   ChunkScratch(uintptr_t base, int64_t tokens, int64_t top_k, int64_t E, int64_t H, int64_t I, int64_t max_tiles,
@@ -420,7 +432,7 @@ struct ChunkScratch {
     gathered = c.take<bf16>(tma ? routes * H : 0);
     hidden = c.take<bf16>(routes * I);
     route_out = c.take<float>(routes * H);
-    shared_gate_up = c.take<bf16>(tokens * 2 * S);
+    shared_gate_up = c.take<float>(tokens * 2 * S);
     shared_hidden = c.take<bf16>(tokens * S);
     shared_out = c.take<float>(S > 0 ? tokens * H : 0);
     bytes = c.used();
@@ -503,15 +515,16 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     }
     launch_expert_gemm<Product::Down>(tma, rows, args, maps, tiles, stream_);
 
-    // The shared expert, through the dense ops, into its own scratch (its output in fp32, as the
-    // routed experts' are); the combine adds it.
+    // The shared expert, through the matmul op, into its own scratch: its products and output in
+    // fp32 and its activations rounded once, as the routed experts' are; the combine adds it.
     const float* shared = nullptr;
     if (w.shared_down.weight.data) {
       const int64_t S = w.shared_down.weight.dim(1);
-      Tensor gate_up(s.shared_gate_up, DType::BF16, {tokens, 2 * S}), act(s.shared_hidden, DType::BF16, {tokens, S});
+      Tensor gate_up(s.shared_gate_up, DType::F32, {tokens, 2 * S}), act(s.shared_hidden, DType::BF16, {tokens, S});
       Tensor shared_out(s.shared_out, DType::F32, {tokens, H});
       matmul(x_chunk, w.shared_gate_up.weight, gate_up);
-      swiglu(gate_up, act);
+      launch_kernel("shared_swiglu_kernel", shared_swiglu_kernel, blocks_for(tokens * S, 256), 256, 0, stream_,
+                    static_cast<const float*>(s.shared_gate_up), tokens, S, s.shared_hidden);
       matmul(act, w.shared_down.weight, shared_out);
       shared = s.shared_out;
     }
