@@ -130,6 +130,18 @@ void Backend::matmul_fp8(const Tensor&, const Linear&, Tensor&) {
   throw Error(str("matmul_fp8: the ", name(), " backend has no FP8 GEMMs"));
 }
 
+void Backend::sample_vocab_parts(const Tensor&, int, int64_t, const Tensor&, int, DecodeState&, Tensor&, int) {
+  throw Error(str("sample_vocab_parts: the ", name(), " backend does not split the LM head by vocabulary"));
+}
+
+void Backend::combine_vocab_parts(const Tensor&, int64_t, const Tensor&, int, DecodeState&) {
+  throw Error(str("combine_vocab_parts: the ", name(), " backend does not split the LM head by vocabulary"));
+}
+
+void Backend::place_vocab_columns(const Tensor&, int, Tensor&) {
+  throw Error(str("place_vocab_columns: the ", name(), " backend does not split the LM head by vocabulary"));
+}
+
 void Backend::denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st) {
   sample_positions(logits, 0, rows, num_rows, st);
   commit_step(rows, num_rows, logits.ndim == 2 ? logits.dim(0) : 0, st);

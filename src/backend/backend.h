@@ -258,6 +258,22 @@ class Backend {
   virtual void commit_step(const Tensor& rows, int num_rows, int64_t num_logits, DecodeState& st) = 0;
   // Both, for a step whose logits (f32 [R, V]) hold every row's masked positions.
   void denoise_step(const Tensor& logits, const Tensor& rows, int num_rows, DecodeState& st);
+
+  // Tensor-parallel ranks that hold the LM head by vocabulary (docs/tensor_parallel.md): a rank's
+  // logits f32 [R, n] are the ids [vocab0, vocab0 + n) of st.vocab. Without these ops every rank
+  // holds the whole LM head.
+  virtual bool supports_vocab_parts() const { return false; }
+  // As sample_positions, but each position's row is reduced to its VocabPart over this rank's
+  // ids (sampling/vocab_parts.h): parts f32 [ranks, R, kVocabPartFloats] gets this rank's at
+  // [rank] and zeros elsewhere, so that a sum over the ranks gives every rank every part.
+  virtual void sample_vocab_parts(const Tensor& logits, int vocab0, int64_t first_row, const Tensor& rows, int num_rows,
+                                  DecodeState& st, Tensor& parts, int rank);
+  // The positions' samples (into st.samples) from every rank's parts.
+  virtual void combine_vocab_parts(const Tensor& parts, int64_t first_row, const Tensor& rows, int num_rows,
+                                   DecodeState& st);
+  // whole f32 [R, V] = logits [R, n] in columns [vocab0, vocab0 + n), zeros elsewhere (a sum over
+  // the ranks then gives the whole rows, for draws that need them: needs_whole_rows).
+  virtual void place_vocab_columns(const Tensor& logits, int vocab0, Tensor& whole);
 };
 
 // "cpu", "cuda", "cuda:N" or "auto" (CUDA when built and a GPU is visible, else CPU). "cuda" and

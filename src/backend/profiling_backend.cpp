@@ -33,6 +33,7 @@ class ProfilingBackend final : public Backend {
   bool supports_fp8() const override { return inner_->supports_fp8(); }
   bool supports_fp8_experts() const override { return inner_->supports_fp8_experts(); }
   bool supports_llada2_layers() const override { return inner_->supports_llada2_layers(); }
+  bool supports_vocab_parts() const override { return inner_->supports_vocab_parts(); }
   void matmul_fp8(const Tensor& x, const Linear& w, Tensor& out) override {
     timed("matmul_fp8", [&] { inner_->matmul_fp8(x, w, out); });
   }
@@ -72,6 +73,18 @@ class ProfilingBackend final : public Backend {
   }
   void commit_step(const Tensor& rows, int num_rows, int64_t num_logits, DecodeState& st) override {
     timed("commit_step", [&] { inner_->commit_step(rows, num_rows, num_logits, st); });
+  }
+  void sample_vocab_parts(const Tensor& logits, int vocab0, int64_t first_row, const Tensor& rows, int num_rows,
+                          DecodeState& st, Tensor& parts, int rank) override {
+    timed("sample_vocab_parts",
+          [&] { inner_->sample_vocab_parts(logits, vocab0, first_row, rows, num_rows, st, parts, rank); });
+  }
+  void combine_vocab_parts(const Tensor& parts, int64_t first_row, const Tensor& rows, int num_rows,
+                           DecodeState& st) override {
+    timed("combine_vocab_parts", [&] { inner_->combine_vocab_parts(parts, first_row, rows, num_rows, st); });
+  }
+  void place_vocab_columns(const Tensor& logits, int vocab0, Tensor& whole) override {
+    timed("place_vocab_columns", [&] { inner_->place_vocab_columns(logits, vocab0, whole); });
   }
 
  private:

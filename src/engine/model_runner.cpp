@@ -6,6 +6,7 @@
 
 #include "sampling/remasking.h"
 #include "sampling/remasking_rules.h"
+#include "sampling/vocab_parts.h"
 
 namespace jet {
 
@@ -272,6 +273,7 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
   // at its first. A step of a block with no mask left only edits.
   std::vector<StepRow> rows;
   std::vector<int32_t> logit_rows;
+  bool whole_rows = false;  // some row's draw needs whole logits rows (LM head split by vocabulary)
   for (int i = 0; i < num_rows; ++i) {
     const Sequence* s = denoising[i];
     StepRow r;
@@ -291,7 +293,9 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
       if (has_logits_row(r, j, block[j] == s->request.slot.mask_id)) logit_rows.push_back(denoise_row0[i] + j - shift);
     }
     rows.push_back(r);
+    whole_rows = whole_rows || needs_whole_rows(s->request.slot, static_cast<int>(config_.vocab));
   }
+  whole_rows = whole_rows && ranks_.front().model->shard().vocab_split;
   JET_ASSERT(!logit_rows.empty() || num_rows == 0, "a denoising block has no position to sample");
   // Padding rows repeat the first row; no step reads them.
   if (!logit_rows.empty()) {
@@ -316,8 +320,32 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
         backend.upload_batch(rank_batch, r.layout_arena, {&block_slots, &row_words, &logit_rows});
     if (upload_state) backend.upload(r.state.block_region.data, host_state_.data(), r.state.block_region.nbytes());
     Tensor ids = backend.grow_view(r.ids_buffer, DType::I32, {layout.num_tokens});
-    Tensor logits;
-    if (num_rows > 0) logits = backend.grow_view(r.logits_buffer, DType::F32, {chunk_rows, V});
+    const ModelShard& shard = r.model->shard();
+    Tensor logits, parts, whole;
+    if (num_rows > 0) {
+      logits = backend.grow_view(r.logits_buffer, DType::F32, {chunk_rows, shard.vocab});
+      if (shard.vocab_split && whole_rows) whole = backend.grow_view(r.whole_buffer, DType::F32, {chunk_rows, V});
+      if (shard.vocab_split && !whole_rows) {
+        parts = backend.grow_view(r.parts_buffer, DType::F32, {shard.size, chunk_rows, kVocabPartFloats});
+      }
+    }
+    // Each chunk's logits are sampled where they lie, or, with the LM head split by vocabulary,
+    // from every rank's parts of them, or from whole rows put together from every rank's columns.
+    auto sample_chunk = [&](Tensor& chunk, int64_t first) {
+      if (!shard.vocab_split) return backend.sample_positions(chunk, first, extras[1], num_rows, r.state);
+      const int64_t n = chunk.dim(0);
+      if (whole_rows) {
+        Tensor rows_whole = whole.rows(0, n);
+        backend.place_vocab_columns(chunk, static_cast<int>(shard.vocab0), rows_whole);
+        r.model->reduce(rows_whole);
+        return backend.sample_positions(rows_whole, first, extras[1], num_rows, r.state);
+      }
+      Tensor chunk_parts(parts.data, DType::F32, {shard.size, n, kVocabPartFloats});
+      backend.sample_vocab_parts(chunk, static_cast<int>(shard.vocab0), first, extras[1], num_rows, r.state,
+                                 chunk_parts, shard.rank);
+      r.model->reduce(chunk_parts);
+      backend.combine_vocab_parts(chunk_parts, first, extras[1], num_rows, r.state);
+    };
     auto forward_and_step = [&] {
       backend.gather_block_tokens(r.state.block_tokens, extras[0], ids);
       const Tensor hidden = r.model->forward_hidden(rank_batch, ids, r.kv, num_rows > 0 ? num_logits : 0, &extras[2]);
@@ -326,7 +354,7 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
         const int64_t end = std::min(num_logits, first + chunk_rows);
         Tensor chunk = logits.rows(0, end - first);
         r.model->lm_head(hidden.rows(first, end), chunk);
-        backend.sample_positions(chunk, first, extras[1], num_rows, r.state);
+        sample_chunk(chunk, first);
       }
       backend.commit_step(extras[1], num_rows, num_logits, r.state);
     };
@@ -335,9 +363,9 @@ void ModelRunner::denoise_forward(const std::vector<Sequence*>& denoising, const
     // entry holds B or 2B tokens, so the counts fix how many hold 2B); the logits count sets the
     // LM head's shape and the logits view.
     if (record_forwards_) {
-      backend.run_recorded(
-          str(layout.num_seqs, ' ', layout.num_tokens, ' ', layout.max_pages, ' ', num_rows, ' ', num_logits),
-          forward_and_step);
+      backend.run_recorded(str(layout.num_seqs, ' ', layout.num_tokens, ' ', layout.max_pages, ' ', num_rows, ' ',
+                               num_logits, ' ', whole_rows),
+                           forward_and_step);
     } else {
       forward_and_step();
     }

@@ -111,6 +111,7 @@ class ModelRunner {
     KvCache kv;
     DecodeState state;
     Buffer layout_arena, ids_buffer, logits_buffer;
+    Buffer parts_buffer, whole_buffer;  // with the LM head split by vocabulary
   };
   // The rank-independent layout of the block state (rank 0's: every rank's has the same offsets).
   const DecodeState& state() const { return ranks_.front().state; }

@@ -98,8 +98,11 @@ class Model {
   // forward stops after the last layer's K/V and returns an empty tensor.
   Tensor forward_hidden(const ForwardBatch& batch, const Tensor& ids, KvCache& kv, int64_t num_rows,
                         const Tensor* logit_rows = nullptr);
-  // logits [R, V] (f32) = hidden [R, H] · lm_headᵀ.
+  // logits [R, n] (f32) = hidden [R, H] · lm_headᵀ: the ids [shard().vocab0, + n = shard().vocab)
+  // (the whole vocabulary unless the LM head is split).
   void lm_head(const Tensor& hidden, Tensor& logits);
+  // x becomes its sum over the tensor-parallel ranks (nothing with one rank).
+  void reduce(Tensor& x);
   // The most backend memory forward_hidden's scratch takes for a forward of `tokens` tokens.
   size_t activation_bytes(int64_t tokens) const;
   // forward_hidden, then the logits of its R = logits->dim(0) rows (when logits is given).
@@ -109,9 +112,6 @@ class Model {
  private:
   Tensor scratch(int slot, DType dtype, std::initializer_list<int64_t> dims);
   void project(const Tensor& x, const Linear& w, Tensor& out);
-
-  // The sum over the tensor-parallel ranks of a layer's partial output (none without them).
-  void reduce(Tensor& partial);
 
   ModelConfig config_;
   Backend& backend_;

@@ -411,7 +411,15 @@ void Model::load(const TensorSource& source) {
   w.embed = b.single(names.embed);
   for (int64_t l = 0; l < config_.layers; ++l) w.layers.push_back(build_layer(config_, shard_, l, quantize_fp8_, b));
   w.final_norm = b.single(names.final_norm);
-  w.lm_head = names.lm_head == names.embed ? w.embed : b.single(names.lm_head);
+  // The LM head's rows of this rank's vocabulary slice (a view of the embedding when tied).
+  const ModelShard& s = shard_;
+  if (names.lm_head == names.embed) {
+    w.lm_head = w.embed.rows(s.vocab0, s.vocab0 + s.vocab);
+  } else {
+    w.lm_head = s.vocab_split ? b.stacked({{names.lm_head, TensorPart::row_range(s.vocab0, s.vocab0 + s.vocab)}},
+                                          {s.vocab, config_.hidden})
+                              : b.single(names.lm_head);
+  }
   weights_ = std::move(w);
   slots_ = std::move(slots);
   // A model that runs FP8 keeps doing so when a later whole set comes in floats (an RL trainer's).

@@ -7,7 +7,7 @@
 
 namespace jet {
 
-ModelShard make_shard(const ModelConfig& c, int rank, int size, bool expert_parallel) {
+ModelShard make_shard(const ModelConfig& c, int rank, int size, bool expert_parallel, bool vocab_split) {
   JET_CHECK(size >= 1 && rank >= 0 && rank < size, "tensor parallel: rank ", rank, " of ", size,
             " is not a rank of that group");
   std::string problems;
@@ -45,6 +45,10 @@ ModelShard make_shard(const ModelConfig& c, int rank, int size, bool expert_para
   s.moe_intermediate = moe ? (expert_parallel ? c.moe_intermediate : c.moe_intermediate / size) : 0;
   s.experts = expert_parallel ? c.num_experts / size : c.num_experts;
   s.expert0 = expert_parallel ? rank * s.experts : 0;
+  // Vocabulary ids travel as floats in the sampling parts (exact below 2^24).
+  s.vocab_split = vocab_split && size > 1 && c.vocab >= size && c.vocab < (int64_t{1} << 24);
+  s.vocab0 = s.vocab_split ? c.vocab * rank / size : 0;
+  s.vocab = s.vocab_split ? c.vocab * (rank + 1) / size - s.vocab0 : c.vocab;
   s.shared_intermediate = moe ? c.shared_expert_intermediate / size : 0;
   return s;
 }

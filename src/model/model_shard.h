@@ -4,6 +4,8 @@
 // every rank: norms, routers, the embedding and the LM head. Key/value heads fewer than the ranks
 // are repeated, each rank holding the one its query heads read. Under expert parallelism the
 // routed experts are divided instead of their widths: each rank holds a run of whole experts.
+// On backends that sample from vocabulary parts (Backend::supports_vocab_parts) the LM head is
+// divided too, by vocabulary rows.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,10 @@ struct ModelShard {
   // unless expert_parallel).
   bool expert_parallel = false;
   int64_t experts = 0, expert0 = 0;
+  // The LM head rows (vocabulary ids) this rank holds: [vocab0, vocab0 + vocab) (all of them
+  // unless vocab_split).
+  bool vocab_split = false;
+  int64_t vocab = 0, vocab0 = 0;
   // Ranks whose backends take one memory (the CPU backend's ranks all use the host's): the
   // weights' memory check counts them all.
   int ranks_per_memory = 1;
@@ -31,8 +37,10 @@ struct ModelShard {
 };
 
 // Rank `rank` of `size`, with the routed experts split among the ranks when expert_parallel
-// (else their widths); throws naming every count and width that `size` does not divide.
-ModelShard make_shard(const ModelConfig& config, int rank, int size, bool expert_parallel = false);
+// (else their widths), and the LM head by vocabulary when vocab_split (in slices that differ
+// by at most one id); throws naming every count and width that `size` does not divide.
+ModelShard make_shard(const ModelConfig& config, int rank, int size, bool expert_parallel = false,
+                      bool vocab_split = false);
 
 // The part of a checkpoint tensor [rows, cols] (or [rows]) that a rank holds: the listed row
 // ranges, stacked, of the columns [col_begin, col_end); col_end < 0 means every column.

@@ -35,10 +35,29 @@ std::vector<jet::SamplingParams> greedy_and_seeded() {
   return {greedy, seeded, greedy, seeded};
 }
 
-std::vector<jet::GenerationOutput> decode(jet::Engine& engine) {
+// Draws that the ranks of an LM head split by vocabulary take from each other's parts (greedy,
+// plain temperature, top-k, top-k with top-p), where greedy_and_seeded's top_p alone makes the
+// ranks put the whole rows together.
+std::vector<jet::SamplingParams> drawn_from_parts() {
+  jet::SamplingParams greedy = jet::test::greedy(12), warm = greedy, top_k = greedy, nucleus = greedy;
+  warm.temperature = 1.0;
+  warm.seed = 7;
+  top_k.temperature = 0.8;
+  top_k.top_k = 5;
+  top_k.seed = 8;
+  nucleus.temperature = 1.0;
+  nucleus.top_k = 20;
+  nucleus.top_p = 0.8;
+  nucleus.seed = 9;
+  nucleus.repetition_penalty = 1.3;
+  return {greedy, warm, top_k, nucleus};
+}
+
+std::vector<jet::GenerationOutput> decode(jet::Engine& engine,
+                                          const std::vector<jet::SamplingParams>& params = greedy_and_seeded()) {
   const std::vector<jet::Prompt> prompts = {std::vector<int32_t>{5, 6, 7, 8, 9, 10}, std::vector<int32_t>{11, 12, 13},
                                             std::vector<int32_t>{20, 21}, std::vector<int32_t>{30, 31, 32, 33, 34}};
-  return engine.generate(prompts, greedy_and_seeded());
+  return engine.generate(prompts, params);
 }
 
 void expect_same_decodes(const std::vector<jet::GenerationOutput>& whole,
@@ -62,11 +81,12 @@ TEST_P(TensorParallelFamilies, SplitRanksDecodeWhatOneRankDoes) {
   // 4 query heads over 2 key/value heads (llada: 4): at 4 ranks each key/value head is repeated.
   const std::string dir = jet::test::tiny_model_folder("--arch " + GetParam() + " --seed 3 --layers 3");
   jet::Engine whole(options(dir, 1));
-  const std::vector<jet::GenerationOutput> expected = decode(whole);
+  const std::vector<jet::GenerationOutput> expected = decode(whole), expected_drawn = decode(whole, drawn_from_parts());
   for (int tp : {2, 4}) {
     SCOPED_TRACE("tensor_parallel_size " + std::to_string(tp));
     jet::Engine split(options(dir, tp));
     expect_same_decodes(expected, decode(split));
+    expect_same_decodes(expected_drawn, decode(split, drawn_from_parts()));
   }
 }
 

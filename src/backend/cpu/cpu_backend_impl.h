@@ -44,6 +44,12 @@ class CpuBackend final : public Backend {
   void sample_positions(const Tensor& logits, int64_t first_row, const Tensor& rows, int num_rows,
                         DecodeState& st) override;
   void commit_step(const Tensor& rows, int num_rows, int64_t num_logits, DecodeState& st) override;
+  bool supports_vocab_parts() const override { return true; }
+  void sample_vocab_parts(const Tensor& logits, int vocab0, int64_t first_row, const Tensor& rows, int num_rows,
+                          DecodeState& st, Tensor& parts, int rank) override;
+  void combine_vocab_parts(const Tensor& parts, int64_t first_row, const Tensor& rows, int num_rows,
+                           DecodeState& st) override;
+  void place_vocab_columns(const Tensor& logits, int vocab0, Tensor& whole) override;
 };
 
 // Threads of every parallel loop of the CPU ops (set by the backend's constructor). Passed to each

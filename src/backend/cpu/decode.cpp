@@ -1,7 +1,9 @@
 // The decode ops: gather_block_tokens (the block tokens of a step's slots, as forward input)
 // and a denoise step: sample_positions (sample the positions of a chunk of logits rows: masked
 // candidates, and edit candidates under token editing) and commit_step (apply the edits, then
-// each row's strategy to its samples, commit).
+// each row's strategy to its samples, commit); with the LM head split by vocabulary over
+// tensor-parallel ranks, sample_vocab_parts / combine_vocab_parts in place of sample_positions,
+// and place_vocab_columns for the draws that need whole rows.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "sampling/remasking_rules.h"
 #include "sampling/rng.h"
 #include "sampling/sampler.h"
+#include "sampling/vocab_parts.h"
 
 namespace jet::cpu {
 
@@ -80,6 +83,32 @@ std::vector<StepRow> step_rows(const char* op, const Tensor& rows_bytes, int num
   return {rows_bytes.ptr<StepRow>(), rows_bytes.ptr<StepRow>() + num_rows};
 }
 
+// A position with a logits row in a chunk: block position j of row i, logits row logits_row.
+struct Sampled {
+  int i, j;
+  int64_t logits_row;
+};
+
+// The positions whose logits rows are first_row, ..., end - 1: the k-th position of row i with a
+// logits row has logits row rows[i].logits_row0 + k.
+std::vector<Sampled> chunk_positions(const std::vector<StepRow>& rows, const DecodeState& st, int64_t first_row,
+                                     int64_t end) {
+  const int B = st.block_length;
+  const SlotParams* params = st.params.ptr<SlotParams>();
+  const int32_t* tokens = st.tokens.ptr<int32_t>();
+  std::vector<Sampled> sampled;
+  for (int i = 0; i < static_cast<int>(rows.size()); ++i) {
+    const SlotParams& p = params[rows[i].slot];
+    int64_t logits_row = rows[i].logits_row0;
+    for (int j = 0; j < B && logits_row < end; ++j) {
+      if (!has_logits_row(rows[i], j, tokens[int64_t{rows[i].slot} * B + j] == p.mask_id)) continue;
+      if (logits_row >= first_row) sampled.push_back({i, j, logits_row});
+      ++logits_row;
+    }
+  }
+  return sampled;
+}
+
 }  // namespace
 
 void CpuBackend::sample_positions(const Tensor& logits, int64_t first_row, const Tensor& rows_bytes, int num_rows,
@@ -90,26 +119,8 @@ void CpuBackend::sample_positions(const Tensor& logits, int64_t first_row, const
   const std::vector<StepRow> rows = step_rows("sample_positions", rows_bytes, num_rows);
   validate_rows("sample_positions", rows, st, -1);
   const SlotParams* params = st.params.ptr<SlotParams>();
-  const int32_t* tokens = st.tokens.ptr<int32_t>();
   auto* samples = reinterpret_cast<PositionSample*>(st.samples.data);
-
-  // The k-th position of row i with a logits row has logits row rows[i].logits_row0 + k; this
-  // call holds rows [first_row, end).
-  struct Sampled {
-    int i, j;
-    int64_t logits_row;
-  };
-  const int64_t end = first_row + logits.dim(0);
-  std::vector<Sampled> sampled;
-  for (int i = 0; i < num_rows; ++i) {
-    const SlotParams& p = params[rows[i].slot];
-    int64_t logits_row = rows[i].logits_row0;
-    for (int j = 0; j < B && logits_row < end; ++j) {
-      if (!has_logits_row(rows[i], j, tokens[int64_t{rows[i].slot} * B + j] == p.mask_id)) continue;
-      if (logits_row >= first_row) sampled.push_back({i, j, logits_row});
-      ++logits_row;
-    }
-  }
+  const std::vector<Sampled> sampled = chunk_positions(rows, st, first_row, first_row + logits.dim(0));
 #pragma omp parallel num_threads(thread_count())
   {
     std::vector<float> row_copy(V);
@@ -122,6 +133,71 @@ void CpuBackend::sample_positions(const Tensor& logits, int64_t first_row, const
       samples[int64_t{r.slot} * B + j] =
           sample_position(row_copy.data(), V, params[r.slot], seen, r.position0 + j, r.global_step);
     }
+  }
+}
+
+void CpuBackend::sample_vocab_parts(const Tensor& logits, int vocab0, int64_t first_row, const Tensor& rows_bytes,
+                                    int num_rows, DecodeState& st, Tensor& parts, int rank) {
+  const int V = st.vocab;
+  check_tensor(logits, "sample_vocab_parts", "logits", DType::F32, {-1, -1});
+  const int64_t R = logits.dim(0), n = logits.dim(1);
+  JET_CHECK(vocab0 >= 0 && n >= 1 && vocab0 + n <= V, "sample_vocab_parts: ids [", vocab0, ", ", vocab0 + n,
+            ") are not a slice of the vocabulary of ", V);
+  check_tensor(parts, "sample_vocab_parts", "parts", DType::F32, {-1, R, kVocabPartFloats});
+  JET_CHECK(rank >= 0 && rank < parts.dim(0), "sample_vocab_parts: rank ", rank, " of ", parts.dim(0));
+  JET_CHECK(first_row >= 0, "sample_vocab_parts: negative first logits row ", first_row);
+  const std::vector<StepRow> rows = step_rows("sample_vocab_parts", rows_bytes, num_rows);
+  validate_rows("sample_vocab_parts", rows, st, -1);
+  const SlotParams* params = st.params.ptr<SlotParams>();
+  auto* out = parts.ptr<VocabPart>();
+  std::fill_n(parts.ptr<float>(), parts.numel(), 0.0f);
+  const std::vector<Sampled> sampled = chunk_positions(rows, st, first_row, first_row + R);
+#pragma omp parallel num_threads(thread_count())
+  {
+    std::vector<float> row_copy(n);
+#pragma omp for schedule(dynamic, 1)
+    for (size_t m = 0; m < sampled.size(); ++m) {
+      const StepRow& r = rows[sampled[m].i];
+      const int64_t row = sampled[m].logits_row - first_row;
+      std::copy_n(logits.ptr<float>() + row * n, n, row_copy.data());
+      const uint32_t* seen = st.seen.ptr<uint32_t>() + int64_t{r.slot} * st.seen_words;
+      out[rank * R + row] = sample_vocab_part(row_copy.data(), static_cast<int>(n), vocab0, V, params[r.slot], seen,
+                                              r.position0 + sampled[m].j, r.global_step);
+    }
+  }
+}
+
+void CpuBackend::combine_vocab_parts(const Tensor& parts, int64_t first_row, const Tensor& rows_bytes, int num_rows,
+                                     DecodeState& st) {
+  const int B = st.block_length;
+  check_tensor(parts, "combine_vocab_parts", "parts", DType::F32, {-1, -1, kVocabPartFloats});
+  const int64_t ranks = parts.dim(0), R = parts.dim(1);
+  JET_CHECK(first_row >= 0, "combine_vocab_parts: negative first logits row ", first_row);
+  const std::vector<StepRow> rows = step_rows("combine_vocab_parts", rows_bytes, num_rows);
+  validate_rows("combine_vocab_parts", rows, st, -1);
+  const SlotParams* params = st.params.ptr<SlotParams>();
+  const auto* in = parts.ptr<VocabPart>();
+  auto* samples = reinterpret_cast<PositionSample*>(st.samples.data);
+  const std::vector<Sampled> sampled = chunk_positions(rows, st, first_row, first_row + R);
+#pragma omp parallel for num_threads(thread_count())
+  for (size_t m = 0; m < sampled.size(); ++m) {
+    const StepRow& r = rows[sampled[m].i];
+    const int64_t row = sampled[m].logits_row - first_row;
+    samples[int64_t{r.slot} * B + sampled[m].j] = jet::combine_vocab_parts(
+        in + row, R, static_cast<int>(ranks), params[r.slot], st.vocab, r.position0 + sampled[m].j, r.global_step);
+  }
+}
+
+void CpuBackend::place_vocab_columns(const Tensor& logits, int vocab0, Tensor& whole) {
+  check_tensor(logits, "place_vocab_columns", "logits", DType::F32, {-1, -1});
+  const int64_t R = logits.dim(0), n = logits.dim(1);
+  check_tensor(whole, "place_vocab_columns", "whole", DType::F32, {R, -1});
+  const int64_t V = whole.dim(1);
+  JET_CHECK(vocab0 >= 0 && vocab0 + n <= V, "place_vocab_columns: columns [", vocab0, ", ", vocab0 + n,
+            ") do not fit rows of ", V);
+  std::fill_n(whole.ptr<float>(), whole.numel(), 0.0f);
+  for (int64_t row = 0; row < R; ++row) {
+    std::copy_n(logits.ptr<float>() + row * n, n, whole.ptr<float>() + row * V + vocab0);
   }
 }
 
