@@ -1,6 +1,7 @@
 // The decode ops end to end on crafted batches: gather_block_tokens, and denoise_step sampling,
 // selecting and committing per row (row order differs from slot order on purpose), reading the
-// logits rows of the sampled positions only (StepRow::logits_row0), and token editing.
+// logits rows of the sampled positions only (StepRow::logits_row0), token editing, and the
+// vocabulary parts of a split LM head.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "backend_test_util.h"
 #include "sampling/rng.h"
 #include "sampling/sampler.h"
+#include "sampling/vocab_parts.h"
 
 using namespace jet;
 using namespace jet::test;
@@ -335,4 +337,65 @@ TEST_F(DecodeOps, TokenEditingRewritesConfidentChangedTokensBeforeTheCommits) {
   EXPECT_EQ(tf.read<int32_t>(st.changes)[2], 0);
   // Three positions need three logits rows.
   EXPECT_THROW(backend->commit_step(step_rows({row}), 1, 2, st), Error);
+}
+
+// With the LM head split by vocabulary (tensor parallel), the ranks' parts of a chunk, summed over
+// the ranks as their all-reduce does, commit what sample_positions on the whole rows commits; and
+// every rank's columns placed and summed give the whole rows back.
+TEST_F(DecodeOps, VocabPartsOfSplitLogitsCommitWhatTheWholeRowsDo) {
+  const Ints block2 = {kMask, 3, kMask, kMask}, block0 = {kMask, kMask, 5, kMask};
+  std::vector<StepRow> rows = {{2, 20, 3, 1, 0, 0}, {0, 8, 1, 2, 0, 3}};  // row 1's rows follow row 0's three
+  std::mt19937 rng(9);
+  const std::vector<float> logits = random_floats(rng, 6 * kV, -3.0f, 3.0f);
+  const std::vector<std::pair<int, int>> slices = {{0, 3}, {3, kV}};  // [vocab0, end) per rank
+  auto slice_of = [&](int r) {
+    std::vector<float> out;
+    for (int row = 0; row < 6; ++row) {
+      out.insert(out.end(), logits.begin() + row * kV + slices[r].first, logits.begin() + row * kV + slices[r].second);
+    }
+    return out;
+  };
+  SlotParams top_k = seeded(Strategy::LowConfidenceStatic, 5);
+  top_k.top_k = 3;
+  for (const SlotParams& p : {greedy(Strategy::MarginStatic), seeded(Strategy::LowConfidenceStatic, 77), top_k,
+                              seeded(Strategy::EntropyStatic, 3)}) {
+    SCOPED_TRACE(str("temperature ", p.temperature, " top_k ", p.top_k, " strategy ", static_cast<int>(p.strategy)));
+    auto commit = [&](bool split) {
+      start(2, p, block2);
+      start(0, p, block0);
+      const Tensor rows_t = step_rows(rows);
+      if (split) {
+        std::vector<float> summed(2 * 6 * kVocabPartFloats, 0.0f);
+        for (int r = 0; r < 2; ++r) {
+          const int n = slices[r].second - slices[r].first;
+          Tensor parts = tf.f32({2, 6, kVocabPartFloats}, std::vector<float>(2 * 6 * kVocabPartFloats, kNaN));
+          backend->sample_vocab_parts(tf.f32({6, n}, slice_of(r)), slices[r].first, 0, rows_t, 2, st, parts, r);
+          const std::vector<float> mine = tf.read<float>(parts);
+          for (size_t i = 0; i < summed.size(); ++i) summed[i] += mine[i];
+        }
+        backend->combine_vocab_parts(tf.f32({2, 6, kVocabPartFloats}, summed), 0, rows_t, 2, st);
+      } else {
+        backend->sample_positions(tf.f32({6, kV}, logits), 0, rows_t, 2, st);
+      }
+      backend->commit_step(rows_t, 2, 6, st);
+      return std::tuple{slot_values<int32_t>(st.tokens, 2), slot_values<int32_t>(st.tokens, 0),
+                        slot_values<float>(st.logprobs, 0), slot_values<float>(st.entropies, 0)};
+    };
+    const auto [whole2, whole0, whole_logprobs, whole_entropies] = commit(false);
+    const auto [split2, split0, split_logprobs, split_entropies] = commit(true);
+    EXPECT_EQ(split2, whole2);
+    EXPECT_EQ(split0, whole0);
+    for (int j = 0; j < kB; ++j) {
+      EXPECT_NEAR(split_logprobs[j], whole_logprobs[j], 1e-5) << "position " << j;
+      EXPECT_NEAR(split_entropies[j], whole_entropies[j], 1e-5) << "position " << j;
+    }
+  }
+  std::vector<float> assembled(6 * kV, 0.0f);
+  for (int r = 0; r < 2; ++r) {
+    Tensor whole = tf.f32({6, kV}, std::vector<float>(6 * kV, kNaN));
+    backend->place_vocab_columns(tf.f32({6, slices[r].second - slices[r].first}, slice_of(r)), slices[r].first, whole);
+    const std::vector<float> mine = tf.read<float>(whole);
+    for (size_t i = 0; i < assembled.size(); ++i) assembled[i] += mine[i];
+  }
+  EXPECT_EQ(assembled, logits);
 }
