@@ -416,9 +416,8 @@ void Model::load(const TensorSource& source) {
   if (names.lm_head == names.embed) {
     w.lm_head = w.embed.rows(s.vocab0, s.vocab0 + s.vocab);
   } else {
-    w.lm_head = s.vocab_split ? b.stacked({{names.lm_head, TensorPart::row_range(s.vocab0, s.vocab0 + s.vocab)}},
-                                          {s.vocab, config_.hidden})
-                              : b.single(names.lm_head);
+    const TensorPart rows = s.vocab_split ? TensorPart::row_range(s.vocab0, s.vocab0 + s.vocab) : TensorPart{};
+    w.lm_head = b.stacked({{names.lm_head, rows}}, {s.vocab, config_.hidden});
   }
   weights_ = std::move(w);
   slots_ = std::move(slots);

@@ -112,23 +112,6 @@ TEST(TensorParallel, ExpertParallelRanksDecodeWhatOneRankDoes) {
   }
 }
 
-TEST(TensorParallel, ExpertParallelUpdatesAndSleepReachEveryRanksExperts) {
-  const std::string dir = jet::test::tiny_model_folder("--arch sdar_moe --seed 4");
-  const std::string other = jet::test::tiny_model_folder("--arch sdar_moe --seed 5");
-  jet::Engine reference(options(other, 1));
-  const std::vector<jet::GenerationOutput> expected = decode(reference);
-
-  jet::EngineOptions o = options(dir, 2);
-  o.enable_expert_parallel = true;
-  jet::Engine split(o);
-  const jet::Checkpoint ckpt(other);
-  split.update_weights(jet::test::checkpoint_views(ckpt));
-  expect_same_decodes(expected, decode(split));
-  split.sleep(1);
-  split.wake_up();
-  expect_same_decodes(expected, decode(split));
-}
-
 TEST(TensorParallel, ExpertParallelNeedsExpertsThatDivide) {
   jet::EngineOptions o = options(jet::test::tiny_model_folder("--arch sdar_moe --seed 1 --experts 6 --top-k 2"), 4);
   o.enable_expert_parallel = true;
@@ -138,19 +121,24 @@ TEST(TensorParallel, ExpertParallelNeedsExpertsThatDivide) {
   jet::test::expect_error([&] { jet::Engine engine(o); }, "has no mixture-of-experts layers to split");
 }
 
+// Each rank's share of each expert, or under expert parallelism the whole experts it holds.
 TEST(TensorParallel, UpdatesAndSleepReachEveryShard) {
   const std::string dir = jet::test::tiny_model_folder("--arch sdar_moe --seed 4");
   const std::string other = jet::test::tiny_model_folder("--arch sdar_moe --seed 5");
   jet::Engine reference(options(other, 1));
   const std::vector<jet::GenerationOutput> expected = decode(reference);
-
-  jet::Engine split(options(dir, 2));
   const jet::Checkpoint ckpt(other);
-  split.update_weights(jet::test::checkpoint_views(ckpt));
-  expect_same_decodes(expected, decode(split));
-  split.sleep(1);
-  split.wake_up();
-  expect_same_decodes(expected, decode(split));
+  for (bool expert_parallel : {false, true}) {
+    SCOPED_TRACE(expert_parallel ? "expert parallel" : "experts split by width");
+    jet::EngineOptions o = options(dir, 2);
+    o.enable_expert_parallel = expert_parallel;
+    jet::Engine split(o);
+    split.update_weights(jet::test::checkpoint_views(ckpt));
+    expect_same_decodes(expected, decode(split));
+    split.sleep(1);
+    split.wake_up();
+    expect_same_decodes(expected, decode(split));
+  }
 }
 
 TEST(TensorParallel, SizesThatDoNotDivideTheModelAreRefused) {
