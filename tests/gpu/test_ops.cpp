@@ -1,7 +1,7 @@
 // Every CUDA op of the core families against the CPU backend on random odd shapes: matmul (bf16
 // and f32 output, unaligned operands), matmul_fp8 (both weight scalings), rmsnorm, add_rmsnorm, qk_norm_rope, swiglu,
-// embedding, gather_block_tokens and moe; plus the argument checks and the device-side guards (bad ids and slots never
-// read out of bounds). Run from anywhere; exits non-zero on any failure.
+// embedding, gather_block_tokens and moe (bf16 and FP8 experts); plus the argument checks and the device-side guards
+// (bad ids and slots never read out of bounds). Run from anywhere; exits non-zero on any failure.
 #include <algorithm>
 #include <numeric>
 #include <tuple>
@@ -78,8 +78,7 @@ struct Fp8Twin {
   Linear cuda() const { return {codes.cuda, scales.cuda, scaling}; }
 };
 
-Fp8Twin fp8_weight(Twins& tw, std::mt19937& rng, int64_t N, int64_t K, Fp8Scaling scaling) {
-  const std::vector<float> w = random_bf16(rng, size_t(N) * K);
+Fp8Twin fp8_weight_of(Twins& tw, const std::vector<float>& w, int64_t N, int64_t K, Fp8Scaling scaling) {
   std::vector<uint8_t> codes(w.size());
   std::vector<float> scales(fp8_scale_count(scaling, N, K));
   quantize_e4m3_matrix(w.data(), N, K, scaling, codes.data(), scales.data());
@@ -87,6 +86,10 @@ Fp8Twin fp8_weight(Twins& tw, std::mt19937& rng, int64_t N, int64_t K, Fp8Scalin
                         ? tw.raw(DType::F32, {N}, scales.data())
                         : tw.raw(DType::F32, {(N + 127) / 128, (K + 127) / 128}, scales.data());
   return {tw.raw(DType::F8E4M3, {N, K}, codes.data()), scale_twin, scaling};
+}
+
+Fp8Twin fp8_weight(Twins& tw, std::mt19937& rng, int64_t N, int64_t K, Fp8Scaling scaling) {
+  return fp8_weight_of(tw, random_bf16(rng, size_t(N) * K), N, K, scaling);
 }
 
 void test_matmul_fp8(Report& report, Twins& tw, std::mt19937& rng) {
@@ -441,6 +444,138 @@ void test_moe(Report& report, Twins& tw, std::mt19937& rng) {
   });
 }
 
+// A layer's experts [E, N, K] quantized one by one (per channel or in 128x128 tiles), experts
+// [first, first + held) of them as a rank of expert parallelism holds them: the same codes and
+// scales on both backends.
+Fp8Twin fp8_experts(Twins& tw, const std::vector<float>& w, int64_t N, int64_t K, Fp8Scaling scaling, int64_t first,
+                    int64_t held) {
+  const int64_t per_scales = fp8_scale_count(scaling, N, K);
+  std::vector<uint8_t> codes(size_t(held) * N * K);
+  std::vector<float> scales(size_t(held) * per_scales);
+  for (int64_t e = 0; e < held; ++e) {
+    quantize_e4m3_matrix(w.data() + (first + e) * N * K, N, K, scaling, codes.data() + e * N * K,
+                         scales.data() + e * per_scales);
+  }
+  Twin scale_twin = scaling == Fp8Scaling::PerChannel
+                        ? tw.raw(DType::F32, {held, N}, scales.data())
+                        : tw.raw(DType::F32, {held, (N + 127) / 128, (K + 127) / 128}, scales.data());
+  return {tw.raw(DType::F8E4M3, {held, N, K}, codes.data()), scale_twin, scaling};
+}
+
+// FP8 experts (docs/fp8.md), per channel and in 128x128 tiles, against the CPU op on the same codes:
+// the element-wise and copy-engine paths (rows of 16 bytes or not), partial 128-column k blocks,
+// tiles of each row count, more than one chunk of routes, SDAR-30B-A3B's layer at 1 to 2,048
+// tokens, a held run of the experts, and LLaDA2-mini's layer with its FP8 shared expert.
+// Activations span magnitudes (x scaled per row by powers of two), so the per-row scales differ.
+void test_moe_fp8(Report& report, Twins& tw, std::mt19937& rng) {
+  struct Case {
+    int T, H, E, I, top_k;
+    int runs = 1;         // expert parallelism: the weights hold the first of `runs` runs of experts
+    bool llada2 = false;  // LLaDA2's routing (sigmoid, bias, 8 groups of which 4 kept) and a shared expert of I
+  };
+  for (Fp8Scaling scaling : {Fp8Scaling::PerChannel, Fp8Scaling::Block128}) {
+    const bool tiles = scaling == Fp8Scaling::Block128;
+    for (Case c :
+         {Case{9, 40, 8, 24, 2}, Case{5, 33, 8, 17, 8}, Case{1, 2048, 128, 768, 8}, Case{33, 256, 16, 96, 4},
+          Case{300, 136, 8, 192, 2}, Case{700, 200, 16, 128, 4}, Case{700, 208, 16, 128, 4}, Case{5000, 64, 12, 64, 8},
+          Case{64, 2048, 128, 768, 8}, Case{512, 2048, 128, 768, 8}, Case{2048, 2048, 128, 768, 8},
+          Case{512, 2048, 128, 768, 8, 2}, Case{300, 2048, 256, 512, 8, 1, true}}) {
+      if (tiles && c.I % 64 != 0) continue;  // refused below
+      const std::string name = shape_name("moe fp8 T,H,E,I,top_k,runs", {c.T, c.H, c.E, c.I, c.top_k, c.runs}) +
+                               (tiles ? " 128x128 tiles" : " per-channel") + (c.llada2 ? " LLaDA2 + shared" : "");
+      report.run(name, [&] {
+        std::vector<float> x_values = random_bf16(rng, size_t(c.T) * c.H);
+        for (int t = 0; t < c.T; ++t) {
+          const float row_scale = std::ldexp(1.0f, t % 7 - 3);
+          for (int k = 0; k < c.H; ++k) x_values[size_t(t) * c.H + k] *= row_scale;  // exact: a power of two
+        }
+        const float spread = c.llada2 ? 0.1f : 1.0f;
+        const std::vector<float> gate_up_values = random_bf16(rng, size_t(c.E) * 2 * c.I * c.H, -spread, spread);
+        const std::vector<float> down_values = random_bf16(rng, size_t(c.E) * c.H * c.I, -spread, spread);
+        Twin x = tw.floats({c.T, c.H}, x_values);
+        Twin router = tw.floats({c.E, c.H}, random_bf16(rng, size_t(c.E) * c.H, -0.2f, 0.2f));
+        const int held = c.E / c.runs;
+        const Fp8Twin gate_up = fp8_experts(tw, gate_up_values, 2 * c.I, c.H, scaling, 0, held);
+        const Fp8Twin down = fp8_experts(tw, down_values, c.H, c.I, scaling, 0, held);
+        MoeWeights w_cpu{router.cpu, gate_up.cpu(), down.cpu(), c.top_k};
+        MoeWeights w_cuda{router.cuda, gate_up.cuda(), down.cuda(), c.top_k};
+        Twin bias;
+        std::vector<float> shared_gate_up_values, shared_down_values;
+        Fp8Twin shared_gate_up, shared_down;
+        if (c.llada2) {
+          std::vector<float> bias_values(c.E);
+          std::normal_distribution<float> bias_of(0.0f, 0.1f);
+          for (float& b : bias_values) b = bias_of(rng);
+          bias = tw.raw(DType::F32, {c.E}, bias_values.data());
+          shared_gate_up_values = random_bf16(rng, size_t(2) * c.I * c.H, -spread, spread);
+          shared_down_values = random_bf16(rng, size_t(c.H) * c.I, -spread, spread);
+          shared_gate_up = fp8_weight_of(tw, shared_gate_up_values, 2 * c.I, c.H, scaling);
+          shared_down = fp8_weight_of(tw, shared_down_values, c.H, c.I, scaling);
+          for (auto [w, b, sgu, sd] : {std::tuple{&w_cpu, bias.cpu, shared_gate_up.cpu(), shared_down.cpu()},
+                                       std::tuple{&w_cuda, bias.cuda, shared_gate_up.cuda(), shared_down.cuda()}}) {
+            w->routing.score = MoeRouting::Score::Sigmoid;
+            w->routing.bias = b;
+            w->routing.n_group = 8;
+            w->routing.topk_group = 4;
+            w->routing.scaling = 2.5f;
+            w->shared_gate_up = sgu;
+            w->shared_down = sd;
+          }
+        }
+        Twin out = tw.poisoned({c.T, c.H});
+        tw.cpu().moe(x.cpu, w_cpu, out.cpu);
+        tw.cuda().moe(x.cuda, w_cuda, out.cuda);
+        const std::vector<float> got = tw.cuda_values(out.cuda), expected = tw.cpu_values(out.cpu);
+        if (!c.llada2) {
+          // Both quantize the same x codes and fp32 hidden activations, so only the fp32
+          // summation order differs (and a near-tie in routing, as in test_moe).
+          expect_rows_close(report, name, got, expected, c.H, kRtol, c.T / 1024);
+          return;
+        }
+        // The shared expert runs through matmul_fp8, whose bf16 outputs round its activations
+        // before their quantization (the CPU op's stay fp32): about one code in 32 lands one
+        // e4m3 step away. So this case is held to FP8's own error instead: the two backends'
+        // FP8 outputs must differ by well under what FP8 differs from float: the CPU op on the
+        // float weights the codes were quantized from.
+        MoeWeights w_float = w_cpu;
+        const std::vector<float> held_gate_up(gate_up_values.begin(),
+                                              gate_up_values.begin() + gate_up_values.size() / c.runs);
+        const std::vector<float> held_down(down_values.begin(), down_values.begin() + down_values.size() / c.runs);
+        Twin float_gate_up = tw.floats({held, 2 * c.I, c.H}, held_gate_up);
+        Twin float_down = tw.floats({held, c.H, c.I}, held_down);
+        Twin float_shared_gate_up = tw.floats({2 * c.I, c.H}, shared_gate_up_values);
+        Twin float_shared_down = tw.floats({c.H, c.I}, shared_down_values);
+        w_float.gate_up = {float_gate_up.cpu};
+        w_float.down = {float_down.cpu};
+        w_float.shared_gate_up = {float_shared_gate_up.cpu};
+        w_float.shared_down = {float_shared_down.cpu};
+        Twin out_float = tw.poisoned({c.T, c.H});
+        tw.cpu().moe(x.cpu, w_float, out_float.cpu);
+        const std::vector<float> float_values = tw.cpu_values(out_float.cpu);
+        std::vector<float> backend_diff(got.size()), fp8_error(got.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          backend_diff[i] = got[i] - expected[i];
+          fp8_error[i] = expected[i] - float_values[i];
+        }
+        const double ratio = rms(backend_diff) / rms(fp8_error);
+        report.check(std::isfinite(ratio) && ratio <= 0.5, name,
+                     "rms(cuda - cpu) / rms(cpu FP8 - cpu float) = " + std::to_string(ratio) + " (at most 0.5)");
+      });
+    }
+  }
+  report.run("moe fp8 argument checks", [&] {
+    const int E = 4, H = 128, I = 96;
+    Twin x = tw.floats({2, H}, random_bf16(rng, size_t(2) * H)), router = tw.poisoned({E, H}),
+         out = tw.poisoned({2, H});
+    const Fp8Twin gate_up =
+        fp8_experts(tw, random_bf16(rng, size_t(E) * 2 * I * H), 2 * I, H, Fp8Scaling::Block128, 0, E);
+    const Fp8Twin down = fp8_experts(tw, random_bf16(rng, size_t(E) * H * I), H, I, Fp8Scaling::Block128, 0, E);
+    MoeWeights w{router.cuda, gate_up.cuda(), down.cuda(), 2};
+    expect_error(report, "moe refuses 128x128-tiled FP8 experts of width 96 (not a multiple of 64)",
+                 [&] { tw.cuda().moe(x.cuda, w, out.cuda); });
+  });
+}
+
 }  // namespace
 
 int main() {
@@ -456,6 +591,7 @@ int main() {
     test_swiglu_embedding(report, tw, rng);
     test_gather_block_tokens(report, tw, rng);
     test_moe(report, tw, rng);
+    test_moe_fp8(report, tw, rng);
   });
   return report.exit_code();
 }

@@ -5,10 +5,14 @@
 // expert and cuts each expert's rows into tiles; the tokens' rows are gathered into that order
 // for the copy engine; the grouped gate/up (with SwiGLU) and down GEMMs (expert_gemm.cuh) run
 // over the tiles; a shared expert runs through the dense ops; each token sums its experts'
-// weighted outputs in rank order (the CPU op's order) and the shared expert's. Weights that hold
+// weighted outputs in rank order (the CPU op's order) and the shared expert's. FP8 experts
+// quantize their A rows first (x's gathered, then hidden; docs/fp8.md) and run the same GEMMs on
+// e4m3 codes; an FP8 shared expert runs through matmul_fp8. Weights that hold
 // a run of the experts (expert parallelism) sort and run only their routes; the others add
 // nothing. Scratch lives in a buffer of the backend that grows to the largest call; tokens are
 // taken in chunks so that it stays bounded.
+#include <cuda_fp8.h>
+
 #include <algorithm>
 #include <cfloat>
 
@@ -23,6 +27,7 @@ namespace {
 using moe_detail::ExpertGemmArgs;
 using moe_detail::ExpertGemmMaps;
 using moe_detail::ExpertTiles;
+using moe_detail::Operands;
 using moe_detail::Product;
 
 constexpr int kRouteThreads = 256;
@@ -284,22 +289,53 @@ __global__ void gather_sorted_rows_kernel(const bf16* x, const int32_t* sorted, 
   }
 }
 
-// act[t, i] = silu(gate) * up of the shared expert's fp32 gate_up [T, 2S], rounded to bf16 once,
-// as the routed experts' hidden activations are.
-__global__ void shared_swiglu_kernel(const float* gate_up, int64_t T, int64_t S, bf16* act) {
+__device__ __forceinline__ float as_float(float v) { return v; }
+__device__ __forceinline__ float as_float(bf16 v) { return __bfloat162float(v); }
+
+// codes[row] = source row `row` in e4m3 (with `sorted`: x's row of the token of route
+// sorted[row], so gate/up's FP8 A rows come out in sorted order), one warp a row, with one scale
+// per row or, `per_block`, per 128 columns (docs/fp8.md §2-3): scales [rows] or
+// [rows, ceil(K/128)]. Sources: x (bf16) and FP8 experts' hidden activations (fp32).
+template <typename Source>
+__global__ void quantize_rows_kernel(const Source* src, const int32_t* sorted, int top_k, int64_t rows, int64_t K,
+                                     bool per_block, uint8_t* codes, float* scales) {
+  await_previous_kernel();
+  const int lane = threadIdx.x % 32;
+  const int64_t group = per_block ? 128 : K, groups = per_block ? (K + 127) / 128 : 1;
+  for (int64_t row = global_warp(); row < rows; row += warps_in_grid()) {
+    const Source* from = src + (sorted ? int64_t{sorted[row] / top_k} : row) * K;
+    uint8_t* to = codes + row * K;
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t k0 = g * group, k1 = min(K, k0 + group);
+      float amax = 0.0f;
+      for (int64_t k = k0 + lane; k < k1; k += 32) amax = fmaxf(amax, fabsf(as_float(from[k])));
+      amax = warp_max(amax);
+      const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+      for (int64_t k = k0 + lane; k < k1; k += 32) {
+        to[k] = __nv_cvt_float_to_fp8(as_float(from[k]) / scale, __NV_SATFINITE, __NV_E4M3);
+      }
+      if (lane == 0) scales[row * groups + g] = scale;
+    }
+  }
+}
+
+// act[t, i] = silu(gate) * up of the shared expert's gate_up [T, 2S] (fp32, or bf16 from FP8
+// GEMMs), rounded to bf16 once, as the routed experts' hidden activations are.
+template <typename In>
+__global__ void shared_swiglu_kernel(const In* gate_up, int64_t T, int64_t S, bf16* act) {
   await_previous_kernel();
   for (int64_t k = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; k < T * S; k += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = k / S, i = k % S;
-    const float g = gate_up[t * 2 * S + i], u = gate_up[t * 2 * S + S + i];
+    const float g = as_float(gate_up[t * 2 * S + i]), u = as_float(gate_up[t * 2 * S + S + i]);
     act[k] = __float2bfloat16(g / (1.0f + expf(-g)) * u);
   }
 }
 
 // out[t, j] = Σ_k route_out[t * top_k + k, j] over the routes to held experts, in rank order,
-// plus shared[t, j] (the shared expert's output) when given.
-template <int kPack>
+// plus shared[t, j] (the shared expert's output: fp32, or bf16 from FP8 GEMMs) when given.
+template <int kPack, typename Shared>
 __global__ void combine_kernel(const float* route_out, const int32_t* experts, int expert0, int held, int64_t T,
-                               int top_k, int64_t H, const float* shared, bf16* out) {
+                               int top_k, int64_t H, const Shared* shared, bf16* out) {
   await_previous_kernel();
   const int64_t packs = H / kPack;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < T * packs;
@@ -307,7 +343,7 @@ __global__ void combine_kernel(const float* route_out, const int32_t* experts, i
     const int64_t t = i / packs, j = (i % packs) * kPack;
     float sum[kPack] = {};
     if (shared) {
-      for (int e = 0; e < kPack; ++e) sum[e] = shared[t * H + j + e];
+      for (int e = 0; e < kPack; ++e) sum[e] = as_float(shared[t * H + j + e]);
     }
     for (int k = 0; k < top_k; ++k) {
       if (held_expert(experts[t * top_k + k], expert0, held) < 0) continue;
@@ -344,11 +380,11 @@ int rows_per_tile(int64_t routes, int64_t experts) {
 // (experts with a route).
 int64_t max_tiles_for(int64_t routes, int rows, int64_t experts) { return routes / rows + std::min(experts, routes); }
 
-template <int kRows, Product kProduct, bool kTma>
+template <int kRows, Product kProduct, Operands kOperands, bool kTma>
 void launch_expert_gemm(const ExpertGemmArgs& args, const ExpertGemmMaps& maps, int max_tiles, cudaStream_t stream) {
   using Shape = moe_detail::TileShape<kRows>;
   constexpr size_t shared = Shape::kSharedBytes;
-  auto* kernel = moe_detail::expert_gemm_kernel<kRows, kProduct, kTma>;
+  auto* kernel = moe_detail::expert_gemm_kernel<kRows, kProduct, kOperands, kTma>;
   // The CTAs that fit on the GPU at once: the persistent kernel's grid, at most one per item.
   static const int64_t resident = [&] {
     JET_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int{shared}));
@@ -363,28 +399,50 @@ void launch_expert_gemm(const ExpertGemmArgs& args, const ExpertGemmMaps& maps, 
                 args, maps);
 }
 
-template <Product kProduct, bool kTma>
+template <Product kProduct, Operands kOperands, bool kTma>
 void launch_expert_gemm(int rows, const ExpertGemmArgs& args, const ExpertGemmMaps& maps, int max_tiles,
                         cudaStream_t stream) {
   switch (rows) {
     case 16:
-      return launch_expert_gemm<16, kProduct, kTma>(args, maps, max_tiles, stream);
+      return launch_expert_gemm<16, kProduct, kOperands, kTma>(args, maps, max_tiles, stream);
     case 32:
-      return launch_expert_gemm<32, kProduct, kTma>(args, maps, max_tiles, stream);
+      return launch_expert_gemm<32, kProduct, kOperands, kTma>(args, maps, max_tiles, stream);
     case 64:
-      return launch_expert_gemm<64, kProduct, kTma>(args, maps, max_tiles, stream);
+      return launch_expert_gemm<64, kProduct, kOperands, kTma>(args, maps, max_tiles, stream);
     default:
-      return launch_expert_gemm<128, kProduct, kTma>(args, maps, max_tiles, stream);
+      return launch_expert_gemm<128, kProduct, kOperands, kTma>(args, maps, max_tiles, stream);
   }
+}
+
+template <Product kProduct, Operands kOperands>
+void launch_expert_gemm(bool tma, int rows, const ExpertGemmArgs& args, const ExpertGemmMaps& maps, int max_tiles,
+                        cudaStream_t stream) {
+  if (tma) return launch_expert_gemm<kProduct, kOperands, true>(rows, args, maps, max_tiles, stream);
+  launch_expert_gemm<kProduct, kOperands, false>(rows, args, maps, max_tiles, stream);
 }
 
 // With `tma` the maps describe A (in sorted order) and the weights; without, they are unused.
 template <Product kProduct>
-void launch_expert_gemm(bool tma, int rows, const ExpertGemmArgs& args, const ExpertGemmMaps& maps, int max_tiles,
-                        cudaStream_t stream) {
-  if (tma) return launch_expert_gemm<kProduct, true>(rows, args, maps, max_tiles, stream);
-  launch_expert_gemm<kProduct, false>(rows, args, maps, max_tiles, stream);
+void launch_expert_gemm(Operands operands, bool tma, int rows, const ExpertGemmArgs& args, const ExpertGemmMaps& maps,
+                        int max_tiles, cudaStream_t stream) {
+  switch (operands) {
+    case Operands::Bf16:
+      return launch_expert_gemm<kProduct, Operands::Bf16>(tma, rows, args, maps, max_tiles, stream);
+    case Operands::Fp8PerChannel:
+      return launch_expert_gemm<kProduct, Operands::Fp8PerChannel>(tma, rows, args, maps, max_tiles, stream);
+    case Operands::Fp8Block128:
+      return launch_expert_gemm<kProduct, Operands::Fp8Block128>(tma, rows, args, maps, max_tiles, stream);
+  }
 }
+
+// The operands of a product with weights `w`.
+Operands operands_of(const Linear& w) {
+  if (!w.fp8()) return Operands::Bf16;
+  return w.scaling == Fp8Scaling::Block128 ? Operands::Fp8Block128 : Operands::Fp8PerChannel;
+}
+
+// Scale columns of an A row of width K under `operands`.
+int64_t scale_columns(Operands operands, int64_t K) { return operands == Operands::Fp8Block128 ? (K + 127) / 128 : 1; }
 
 // Successive 256-byte-aligned views of one scratch allocation at `base`.
 class ScratchCarver {
@@ -403,6 +461,14 @@ class ScratchCarver {
   size_t used_ = 0;
 };
 
+// The shapes that size one chunk's scratch.
+struct ChunkShape {
+  int64_t tokens, top_k, E, H, I, max_tiles;
+  bool tma;
+  Operands gate_up, down;
+  int64_t S;  // the shared expert's width (0: none)
+};
+
 // Where one chunk's scratch goes; with base 0 it only counts the bytes.
 struct ChunkScratch {
   float* probs;
@@ -411,39 +477,59 @@ struct ChunkScratch {
   SortScratch sort;
   int32_t* sorted;
   ExpertTiles tiles;
-  bf16* gathered;  // [routes, H] with the copy engine, else unused
-  bf16* hidden;
+  void* gathered;         // gate/up's A [routes, H] in sorted order: bf16 with the copy engine, FP8 codes
+  float* x_scales;        // FP8: their scales
+  void* hidden;           // bf16; fp32 for FP8 experts
+  uint8_t* hidden_codes;  // FP8: down's A, hidden's codes
+  float* hidden_scales;
   float* route_out;
-  float* shared_gate_up;  // the shared expert's products, fp32 (S: its width; 0: none)
+  float* shared_gate_up;  // the shared expert's products, fp32 (bf16 from FP8 GEMMs)
   bf16* shared_hidden;
-  float* shared_out;  // its output, in fp32 until the combine rounds the sum
+  float* shared_out;  // its output, in fp32 until the combine rounds the sum (bf16 from FP8 GEMMs)
   size_t bytes;
 
-  ChunkScratch(uintptr_t base, int64_t tokens, int64_t top_k, int64_t E, int64_t H, int64_t I, int64_t max_tiles,
-               bool tma, int64_t S) {
-    ScratchCarver c(base);
-    const int64_t routes = tokens * top_k;
-    probs = c.take<float>(tokens * E);
-    experts = c.take<int32_t>(routes);
-    weights = c.take<float>(routes);
-    sort = {c.take<int32_t>(E), c.take<int32_t>(routes), c.take<int32_t>(E), c.take<int32_t>(E)};
-    sorted = c.take<int32_t>(routes);
-    tiles = {c.take<int32_t>(1), c.take<int32_t>(max_tiles), c.take<int32_t>(max_tiles), c.take<int32_t>(max_tiles)};
-    gathered = c.take<bf16>(tma ? routes * H : 0);
-    hidden = c.take<bf16>(routes * I);
-    route_out = c.take<float>(routes * H);
-    shared_gate_up = c.take<float>(tokens * 2 * S);
-    shared_hidden = c.take<bf16>(tokens * S);
-    shared_out = c.take<float>(S > 0 ? tokens * H : 0);
-    bytes = c.used();
+  ChunkScratch(uintptr_t base, const ChunkShape& c) {
+    ScratchCarver carve(base);
+    const int64_t routes = c.tokens * c.top_k, H = c.H, I = c.I, S = c.S;
+    const bool fp8 = c.gate_up != Operands::Bf16;
+    probs = carve.take<float>(c.tokens * c.E);
+    experts = carve.take<int32_t>(routes);
+    weights = carve.take<float>(routes);
+    sort = {carve.take<int32_t>(c.E), carve.take<int32_t>(routes), carve.take<int32_t>(c.E), carve.take<int32_t>(c.E)};
+    sorted = carve.take<int32_t>(routes);
+    tiles = {carve.take<int32_t>(1), carve.take<int32_t>(c.max_tiles), carve.take<int32_t>(c.max_tiles),
+             carve.take<int32_t>(c.max_tiles)};
+    gathered = carve.take<uint8_t>(fp8 ? routes * H : c.tma ? routes * H * static_cast<int64_t>(sizeof(bf16)) : 0);
+    x_scales = carve.take<float>(fp8 ? routes * scale_columns(c.gate_up, H) : 0);
+    hidden = carve.take<uint8_t>(routes * I * static_cast<int64_t>(fp8 ? sizeof(float) : sizeof(bf16)));
+    hidden_codes = carve.take<uint8_t>(fp8 ? routes * I : 0);
+    hidden_scales = carve.take<float>(fp8 ? routes * scale_columns(c.down, I) : 0);
+    route_out = carve.take<float>(routes * H);
+    shared_gate_up = carve.take<float>(c.tokens * 2 * S);
+    shared_hidden = carve.take<bf16>(c.tokens * S);
+    shared_out = carve.take<float>(S > 0 ? c.tokens * H : 0);
+    bytes = carve.used();
   }
 };
+
+// The combine of a chunk, 4 columns a thread where the output rows allow.
+template <typename Shared>
+void launch_combine(const ChunkScratch& s, int expert0, int held, int64_t tokens, int top_k, int64_t H,
+                    const Shared* shared, bf16* out, cudaStream_t stream) {
+  if (H % 4 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0) {  // 4 bf16 stored as one 8-byte word
+    launch_kernel("combine_kernel", combine_kernel<4, Shared>, blocks_for(tokens * H / 4, 256), 256, 0, stream,
+                  static_cast<const float*>(s.route_out), static_cast<const int32_t*>(s.experts), expert0, held, tokens,
+                  top_k, H, shared, out);
+  } else {
+    launch_kernel("combine_kernel", combine_kernel<1, Shared>, blocks_for(tokens * H, 256), 256, 0, stream,
+                  static_cast<const float*>(s.route_out), static_cast<const int32_t*>(s.experts), expert0, held, tokens,
+                  top_k, H, shared, out);
+  }
+}
 
 }  // namespace
 
 void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
-  JET_CHECK(!w.gate_up.fp8(), "moe: the cuda backend has no FP8 expert GEMMs");
-  JET_CHECK(!w.shared_down.weight.data || !w.shared_down.fp8(), "moe: the cuda backend has no FP8 shared expert");
   JET_CHECK(w.routing.n_group <= 32, "moe: ", w.routing.n_group,
             " expert groups; the cuda backend routes at most 32 (a lane a group)");
   const MoeShape shape = check_moe_args(x, w, out, DType::BF16);
@@ -451,18 +537,27 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
   const int64_t held = shape.held;
   const int expert0 = static_cast<int>(shape.expert0);
   const int top_k = shape.top_k;
+  const Operands gate_up_ops = operands_of(w.gate_up), down_ops = operands_of(w.down);
+  const bool fp8 = gate_up_ops != Operands::Bf16;
+  // An item's 64 up rows start at row I + 64 c of the expert: one 128x128 tile when 64 divides I.
+  JET_CHECK(gate_up_ops != Operands::Fp8Block128 || I % 64 == 0, "moe: FP8 experts with 128x128 weight tiles need ",
+            "an expert width that is a multiple of 64 on the cuda backend (", I, ")");
   if (T == 0) return;
 
   const int64_t chunk_tokens = std::max<int64_t>(1, std::min({T, kMaxChunkRoutes / top_k, kMaxChunkProbs / E}));
   const int64_t chunk_routes = chunk_tokens * top_k;
   const int rows = rows_per_tile(chunk_routes, E);
   const int64_t max_tiles = max_tiles_for(chunk_routes, rows, held);
-  // The copy engine needs 16-byte rows; odd widths take the element-wise copies.
-  const bool tma = H % 8 == 0 && I % 8 == 0 && aligned_16({x.data, w.gate_up.weight.data, w.down.weight.data});
+  // The copy engine needs rows of a multiple of 16 bytes; odd widths take the element-wise copies.
+  const int64_t row_multiple = fp8 ? 16 : 8;
+  const bool tma =
+      H % row_multiple == 0 && I % row_multiple == 0 && aligned_16({x.data, w.gate_up.weight.data, w.down.weight.data});
   const int64_t S = w.shared_down.weight.data ? w.shared_down.weight.dim(1) : 0;
-  const ChunkScratch sizes(0, chunk_tokens, top_k, E, H, I, max_tiles, tma, S);
+  const ChunkShape chunk{chunk_tokens, top_k, E, H, I, max_tiles, tma, gate_up_ops, down_ops, S};
+  const ChunkScratch sizes(0, chunk);
   const Tensor raw = grow_view(moe_scratch_, DType::I32, {static_cast<int64_t>(sizes.bytes / sizeof(int32_t))});
-  const ChunkScratch s(reinterpret_cast<uintptr_t>(raw.data), chunk_tokens, top_k, E, H, I, max_tiles, tma, S);
+  const ChunkScratch s(reinterpret_cast<uintptr_t>(raw.data), chunk);
+  const int element_bytes = fp8 ? 1 : 2;
 
   for (int64_t t0 = 0; t0 < T; t0 += chunk_tokens) {
     const int64_t tokens = std::min(chunk_tokens, T - t0), routes = tokens * top_k;
@@ -494,49 +589,68 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     const int tiles = static_cast<int>(max_tiles_for(routes, rows, held));
     ExpertGemmMaps maps{};
 
-    args.a = x_chunk.ptr<bf16>();
-    args.w = w.gate_up.weight.ptr<bf16>();
+    args.a = x_chunk.data;
+    args.w = w.gate_up.weight.data;
+    args.w_scales = w.gate_up.scale.ptr<float>();
     args.col_blocks = static_cast<int>((I + moe_detail::kHiddenCols - 1) / moe_detail::kHiddenCols);
-    if (tma) {
-      launch_kernel("gather_sorted_rows_kernel", gather_sorted_rows_kernel, blocks_for(routes * 32, 256), 256, 0,
-                    stream_, x_chunk.ptr<bf16>(), static_cast<const int32_t*>(s.sorted), routes, top_k, H, s.gathered);
+    if (fp8) {
+      launch_kernel("quantize_rows_kernel", quantize_rows_kernel<bf16>, blocks_for(routes * 32, 256), 256, 0, stream_,
+                    x_chunk.ptr<bf16>(), static_cast<const int32_t*>(s.sorted), top_k, routes, H,
+                    gate_up_ops == Operands::Fp8Block128, static_cast<uint8_t*>(s.gathered), s.x_scales);
       args.a = s.gathered;
-      maps.a = bf16_tensor_map(s.gathered, routes, H, rows);
-      maps.w = bf16_tensor_map(args.w, held * 2 * I, H, moe_detail::kWeightBoxRows);
+      args.a_scales = s.x_scales;
+    } else if (tma) {
+      launch_kernel("gather_sorted_rows_kernel", gather_sorted_rows_kernel, blocks_for(routes * 32, 256), 256, 0,
+                    stream_, x_chunk.ptr<bf16>(), static_cast<const int32_t*>(s.sorted), routes, top_k, H,
+                    static_cast<bf16*>(s.gathered));
+      args.a = s.gathered;
     }
-    launch_expert_gemm<Product::GateUp>(tma, rows, args, maps, tiles, stream_);
+    if (tma) {
+      maps.a = tensor_map(args.a, routes, H, element_bytes, rows);
+      maps.w = tensor_map(args.w, held * 2 * I, H, element_bytes, moe_detail::kWeightBoxRows);
+    }
+    launch_expert_gemm<Product::GateUp>(gate_up_ops, tma, rows, args, maps, tiles, stream_);
 
     args.a = s.hidden;
-    args.w = w.down.weight.ptr<bf16>();
+    args.w = w.down.weight.data;
+    args.w_scales = w.down.scale.ptr<float>();
     args.col_blocks = static_cast<int>((H + moe_detail::kWeightRows - 1) / moe_detail::kWeightRows);
-    if (tma) {
-      maps.a = bf16_tensor_map(s.hidden, routes, I, rows);
-      maps.w = bf16_tensor_map(args.w, held * H, I, moe_detail::kWeightBoxRows);
+    if (fp8) {
+      launch_kernel("quantize_rows_kernel", quantize_rows_kernel<float>, blocks_for(routes * 32, 256), 256, 0, stream_,
+                    static_cast<const float*>(s.hidden), static_cast<const int32_t*>(nullptr), top_k, routes, I,
+                    down_ops == Operands::Fp8Block128, s.hidden_codes, s.hidden_scales);
+      args.a = s.hidden_codes;
+      args.a_scales = s.hidden_scales;
     }
-    launch_expert_gemm<Product::Down>(tma, rows, args, maps, tiles, stream_);
+    if (tma) {
+      maps.a = tensor_map(args.a, routes, I, element_bytes, rows);
+      maps.w = tensor_map(args.w, held * H, I, element_bytes, moe_detail::kWeightBoxRows);
+    }
+    launch_expert_gemm<Product::Down>(down_ops, tma, rows, args, maps, tiles, stream_);
 
-    // The shared expert, through the matmul op, into its own scratch: its products and output in
-    // fp32 and its activations rounded once, as the routed experts' are; the combine adds it.
-    const float* shared = nullptr;
-    if (w.shared_down.weight.data) {
-      const int64_t S = w.shared_down.weight.dim(1);
+    // The shared expert, into its own scratch: through the matmul op its products and output in
+    // fp32 and its activations rounded once, as the routed experts' are; FP8 through matmul_fp8,
+    // whose outputs are bf16. The combine adds it.
+    bf16* out_chunk = out.ptr<bf16>() + t0 * H;
+    if (!w.shared_down.weight.data) {
+      launch_combine<float>(s, expert0, static_cast<int>(held), tokens, top_k, H, nullptr, out_chunk, stream_);
+    } else if (!w.shared_down.fp8()) {
       Tensor gate_up(s.shared_gate_up, DType::F32, {tokens, 2 * S}), act(s.shared_hidden, DType::BF16, {tokens, S});
       Tensor shared_out(s.shared_out, DType::F32, {tokens, H});
       matmul(x_chunk, w.shared_gate_up.weight, gate_up);
-      launch_kernel("shared_swiglu_kernel", shared_swiglu_kernel, blocks_for(tokens * S, 256), 256, 0, stream_,
+      launch_kernel("shared_swiglu_kernel", shared_swiglu_kernel<float>, blocks_for(tokens * S, 256), 256, 0, stream_,
                     static_cast<const float*>(s.shared_gate_up), tokens, S, s.shared_hidden);
       matmul(act, w.shared_down.weight, shared_out);
-      shared = s.shared_out;
-    }
-    bf16* out_chunk = out.ptr<bf16>() + t0 * H;
-    if (H % 4 == 0 && reinterpret_cast<uintptr_t>(out_chunk) % 8 == 0) {  // 4 bf16 stored as one 8-byte word
-      launch_kernel("combine_kernel", combine_kernel<4>, blocks_for(tokens * H / 4, 256), 256, 0, stream_,
-                    static_cast<const float*>(s.route_out), static_cast<const int32_t*>(s.experts), expert0,
-                    static_cast<int>(held), tokens, top_k, H, shared, out_chunk);
+      launch_combine<float>(s, expert0, static_cast<int>(held), tokens, top_k, H, s.shared_out, out_chunk, stream_);
     } else {
-      launch_kernel("combine_kernel", combine_kernel<1>, blocks_for(tokens * H, 256), 256, 0, stream_,
-                    static_cast<const float*>(s.route_out), static_cast<const int32_t*>(s.experts), expert0,
-                    static_cast<int>(held), tokens, top_k, H, shared, out_chunk);
+      Tensor gate_up(s.shared_gate_up, DType::BF16, {tokens, 2 * S}), act(s.shared_hidden, DType::BF16, {tokens, S});
+      Tensor shared_out(s.shared_out, DType::BF16, {tokens, H});
+      matmul_fp8(x_chunk, w.shared_gate_up, gate_up);
+      launch_kernel("shared_swiglu_kernel", shared_swiglu_kernel<bf16>, blocks_for(tokens * S, 256), 256, 0, stream_,
+                    static_cast<const bf16*>(gate_up.data), tokens, S, s.shared_hidden);
+      matmul_fp8(act, w.shared_down, shared_out);
+      launch_combine<bf16>(s, expert0, static_cast<int>(held), tokens, top_k, H,
+                           static_cast<const bf16*>(shared_out.data), out_chunk, stream_);
     }
   }
 }

@@ -1,6 +1,6 @@
 // Hopper's tensor memory accelerator as the grouped expert GEMMs use it: shared-memory mbarriers
 // (a stage's "full" and "empty" signals), 2-D tensor-map loads that complete on an mbarrier, and
-// the host-side encoding of a bf16 matrix's tensor map with 128-byte swizzled boxes of 64 columns.
+// the host-side encoding of a bf16 or e4m3 matrix's tensor map with 128-byte swizzled boxes.
 // One thread issues a whole box, so a producer warp keeps many bytes in flight at little cost;
 // the copy engine zero-fills what lies outside the matrix, which covers ragged edges.
 #pragma once
@@ -13,8 +13,10 @@
 
 namespace jet::cuda {
 
-// Elements of a box row: one 128-byte swizzle row of bf16.
-constexpr int kTmaBoxCols = 64;
+// A box row is one 128-byte swizzle row: 64 bf16 or 128 e4m3 codes.
+constexpr int kTmaBoxBytes = 128;
+template <typename T>
+constexpr int kTmaBoxCols = kTmaBoxBytes / sizeof(T);
 
 __device__ __forceinline__ unsigned shared_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -62,14 +64,17 @@ __device__ __forceinline__ void tma_load_box(void* dst, const CUtensorMap* map, 
       : "memory");
 }
 
-// Element (row, k) of a box of kTmaBoxCols-wide rows as the 128-byte swizzle stores it: the 16-byte
-// chunk k / 8 of row r sits at chunk (k / 8) ^ (r % 8). k must be a multiple of 8 for a chunk's address.
+// Element (row, k) of a box of T as the 128-byte swizzle stores it: the 16-byte chunk c of row r
+// sits at chunk c ^ (r % 8).
+template <typename T>
 __device__ __forceinline__ int swizzled_offset(int row, int k) {
-  return row * kTmaBoxCols + (((k / 8) ^ (row % 8)) * 8) + k % 8;
+  constexpr int kChunk = 16 / sizeof(T);
+  return row * kTmaBoxCols<T> + (((k / kChunk) ^ (row % 8)) * kChunk) + k % kChunk;
 }
 
-// The tensor map of a row-major bf16 matrix [rows, cols] (cols % 8 == 0, base 16-byte aligned),
-// read in boxes of box_rows x kTmaBoxCols. Throws if the driver refuses it.
-CUtensorMap bf16_tensor_map(const void* base, int64_t rows, int64_t cols, int box_rows);
+// The tensor map of a row-major matrix [rows, cols] of bf16 (element_bytes 2) or e4m3 codes (1),
+// rows 16-byte aligned, read in boxes of box_rows x one 128-byte row. Throws if the driver
+// refuses it.
+CUtensorMap tensor_map(const void* base, int64_t rows, int64_t cols, int element_bytes, int box_rows);
 
 }  // namespace jet::cuda
