@@ -130,22 +130,6 @@ void Backend::matmul_fp8(const Tensor&, const Linear&, Tensor&) {
   throw Error(str("matmul_fp8: the ", name(), " backend has no FP8 GEMMs"));
 }
 
-void Backend::matmul_fp8_rows(const Fp8Rows&, const Linear&, Tensor&) {
-  throw Error(str("matmul_fp8_rows: the ", name(), " backend has no FP8 GEMMs"));
-}
-
-void Backend::rmsnorm_fp8(const Tensor&, const Tensor&, float, Fp8Rows&) {
-  throw Error(str("rmsnorm_fp8: the ", name(), " backend has no FP8 GEMMs"));
-}
-
-void Backend::add_rmsnorm_fp8(Tensor&, const Tensor&, const Tensor&, float, Fp8Rows&) {
-  throw Error(str("add_rmsnorm_fp8: the ", name(), " backend has no FP8 GEMMs"));
-}
-
-void Backend::swiglu_fp8(const Tensor&, Fp8Rows&) {
-  throw Error(str("swiglu_fp8: the ", name(), " backend has no FP8 GEMMs"));
-}
-
 void Backend::sample_vocab_parts(const Tensor&, int, int64_t, const Tensor&, int, DecodeState&, Tensor&, int) {
   throw Error(str("sample_vocab_parts: the ", name(), " backend does not split the LM head by vocabulary"));
 }

@@ -75,15 +75,6 @@ struct Linear {
   bool fp8() const { return weight.dtype == DType::F8E4M3; }
 };
 
-// Rows quantized for an FP8 projection with per-channel weight scales by the op that computed
-// them (rmsnorm_fp8, add_rmsnorm_fp8, swiglu_fp8): e4m3 codes [M, K] and one fp32 scale per row
-// [M], what matmul_fp8 would make of the same rows (docs/fp8.md §3), so that the rows need not
-// be written in the compute dtype and read back to be quantized.
-struct Fp8Rows {
-  Tensor codes;   // F8E4M3 [M, K]
-  Tensor scales;  // F32 [M]
-};
-
 // How a MoE layer picks its experts from the router logits.
 struct MoeRouting {
   // Softmax (Qwen3-MoE): probabilities over all experts, the top_k of them. Sigmoid (LLaDA2,
@@ -207,14 +198,6 @@ class Backend {
   virtual bool supports_fp8() const { return false; }
   virtual bool supports_fp8_experts() const { return false; }
   virtual void matmul_fp8(const Tensor& x, const Linear& w, Tensor& out);
-  // matmul_fp8 on rows already quantized (a per-channel weight: one scale per row): the same
-  // products, so matmul_fp8_rows(rmsnorm_fp8(x)) == matmul_fp8(rmsnorm(x)) on each backend.
-  virtual void matmul_fp8_rows(const Fp8Rows& x, const Linear& w, Tensor& out);
-  // rmsnorm, add_rmsnorm and swiglu whose output, quantized per row, goes to matmul_fp8_rows
-  // (the residual stream of add_rmsnorm_fp8 is updated as add_rmsnorm's).
-  virtual void rmsnorm_fp8(const Tensor& x, const Tensor& w, float eps, Fp8Rows& out);
-  virtual void add_rmsnorm_fp8(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Fp8Rows& out);
-  virtual void swiglu_fp8(const Tensor& gate_up, Fp8Rows& out);
   // out = x / rms(x) * w, statistics in fp32
   virtual void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
   // residual += x; out = rmsnorm(residual, w)

@@ -9,61 +9,21 @@
 
 namespace jet {
 
-namespace {
-
-RowsShape check_norm_inputs(const char* op, const Tensor& x, const Tensor& w, DType dtype) {
-  check_tensor(x, op, "x", dtype, {-1, -1});
-  const RowsShape s{x.dim(0), x.dim(1)};
-  check_tensor(w, op, "w", dtype, {s.width});
-  return s;
-}
-
-RowsShape check_add_norm_inputs(const char* op, const Tensor& residual, const Tensor& x, const Tensor& w, DType dtype) {
-  check_tensor(residual, op, "residual", dtype, {-1, -1});
-  const RowsShape s{residual.dim(0), residual.dim(1)};
-  check_tensor(x, op, "x", dtype, {s.rows, s.width});
-  check_tensor(w, op, "w", dtype, {s.width});
-  return s;
-}
-
-}  // namespace
-
 RowsShape check_rmsnorm_args(const Tensor& x, const Tensor& w, const Tensor& out, DType dtype) {
-  const RowsShape s = check_norm_inputs("rmsnorm", x, w, dtype);
+  check_tensor(x, "rmsnorm", "x", dtype, {-1, -1});
+  const RowsShape s{x.dim(0), x.dim(1)};
+  check_tensor(w, "rmsnorm", "w", dtype, {s.width});
   check_tensor(out, "rmsnorm", "out", dtype, {s.rows, s.width});
   return s;
 }
 
 RowsShape check_add_rmsnorm_args(const Tensor& residual, const Tensor& x, const Tensor& w, const Tensor& out,
                                  DType dtype) {
-  const RowsShape s = check_add_norm_inputs("add_rmsnorm", residual, x, w, dtype);
+  check_tensor(residual, "add_rmsnorm", "residual", dtype, {-1, -1});
+  const RowsShape s{residual.dim(0), residual.dim(1)};
+  check_tensor(x, "add_rmsnorm", "x", dtype, {s.rows, s.width});
+  check_tensor(w, "add_rmsnorm", "w", dtype, {s.width});
   check_tensor(out, "add_rmsnorm", "out", dtype, {s.rows, s.width});
-  return s;
-}
-
-void check_fp8_rows(const Fp8Rows& r, const char* op, const char* name, int64_t rows, int64_t width) {
-  check_tensor(r.codes, op, str(name, " codes").c_str(), DType::F8E4M3, {rows, width});
-  check_tensor(r.scales, op, str(name, " scales").c_str(), DType::F32, {rows});
-}
-
-RowsShape check_rmsnorm_fp8_args(const Tensor& x, const Tensor& w, const Fp8Rows& out, DType dtype) {
-  const RowsShape s = check_norm_inputs("rmsnorm_fp8", x, w, dtype);
-  check_fp8_rows(out, "rmsnorm_fp8", "out", s.rows, s.width);
-  return s;
-}
-
-RowsShape check_add_rmsnorm_fp8_args(const Tensor& residual, const Tensor& x, const Tensor& w, const Fp8Rows& out,
-                                     DType dtype) {
-  const RowsShape s = check_add_norm_inputs("add_rmsnorm_fp8", residual, x, w, dtype);
-  check_fp8_rows(out, "add_rmsnorm_fp8", "out", s.rows, s.width);
-  return s;
-}
-
-RowsShape check_swiglu_fp8_args(const Tensor& gate_up, const Fp8Rows& out, DType dtype) {
-  check_tensor(gate_up, "swiglu_fp8", "gate_up", dtype, {-1, -1});
-  JET_CHECK(gate_up.dim(1) % 2 == 0, "swiglu_fp8: gate_up width ", gate_up.dim(1), " is odd");
-  const RowsShape s{gate_up.dim(0), gate_up.dim(1) / 2};
-  check_fp8_rows(out, "swiglu_fp8", "out", s.rows, s.width);
   return s;
 }
 
@@ -156,18 +116,6 @@ MatmulShape check_matmul_fp8_args(const Tensor& x, const Linear& w, const Tensor
   check_fp8_linear(w, "matmul_fp8", "w", {-1, K});
   const int64_t N = w.weight.dim(0);
   check_tensor(out, "matmul_fp8", "out", dtype, {M, N});
-  return {M, N, K};
-}
-
-MatmulShape check_matmul_fp8_rows_args(const Fp8Rows& x, const Linear& w, const Tensor& out, DType dtype) {
-  check_tensor(x.codes, "matmul_fp8_rows", "x codes", DType::F8E4M3, {-1, -1});
-  const int64_t M = x.codes.dim(0), K = x.codes.dim(1);
-  check_tensor(x.scales, "matmul_fp8_rows", "x scales", DType::F32, {M});
-  check_fp8_linear(w, "matmul_fp8_rows", "w", {-1, K});
-  JET_CHECK(w.scaling == Fp8Scaling::PerChannel,
-            "matmul_fp8_rows: rows quantized with one scale each need per-channel weight scales, not 128x128 tiles");
-  const int64_t N = w.weight.dim(0);
-  check_tensor(out, "matmul_fp8_rows", "out", dtype, {M, N});
   return {M, N, K};
 }
 

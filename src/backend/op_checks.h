@@ -1,7 +1,7 @@
 // The argument checks of the ops that both backends validate alike (rmsnorm, add_rmsnorm,
-// qk_norm_rope, attention's cache and paged batch, matmul_fp8 and the FP8 row ops, moe), with the backend's activation
-// dtype as the one difference: one place for the rules and the messages. Each throws jet::Error naming the op and the
-// tensor, and returns the sizes it validated.
+// qk_norm_rope, attention's cache and paged batch, matmul_fp8, moe), with the backend's activation dtype as
+// the one difference: one place for the rules and the messages. Each throws jet::Error naming
+// the op and the tensor, and returns the sizes it validated.
 #pragma once
 
 #include <cstdint>
@@ -52,14 +52,6 @@ struct MatmulShape {
   int64_t m = 0, n = 0, k = 0;
 };
 MatmulShape check_matmul_fp8_args(const Tensor& x, const Linear& w, const Tensor& out, DType dtype);
-// The rows an FP8 op writes or reads (backend.h, Fp8Rows): codes [rows, width], scales [rows].
-void check_fp8_rows(const Fp8Rows& r, const char* op, const char* name, int64_t rows, int64_t width);
-MatmulShape check_matmul_fp8_rows_args(const Fp8Rows& x, const Linear& w, const Tensor& out, DType dtype);
-RowsShape check_rmsnorm_fp8_args(const Tensor& x, const Tensor& w, const Fp8Rows& out, DType dtype);
-RowsShape check_add_rmsnorm_fp8_args(const Tensor& residual, const Tensor& x, const Tensor& w, const Fp8Rows& out,
-                                     DType dtype);
-// Returns {T, I} of gate_up [T, 2I].
-RowsShape check_swiglu_fp8_args(const Tensor& gate_up, const Fp8Rows& out, DType dtype);
 MoeShape check_moe_args(const Tensor& x, const MoeWeights& w, const Tensor& out, DType dtype);
 
 }  // namespace jet

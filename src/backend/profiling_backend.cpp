@@ -37,18 +37,6 @@ class ProfilingBackend final : public Backend {
   void matmul_fp8(const Tensor& x, const Linear& w, Tensor& out) override {
     timed("matmul_fp8", [&] { inner_->matmul_fp8(x, w, out); });
   }
-  void matmul_fp8_rows(const Fp8Rows& x, const Linear& w, Tensor& out) override {
-    timed("matmul_fp8_rows", [&] { inner_->matmul_fp8_rows(x, w, out); });
-  }
-  void rmsnorm_fp8(const Tensor& x, const Tensor& w, float eps, Fp8Rows& out) override {
-    timed("rmsnorm_fp8", [&] { inner_->rmsnorm_fp8(x, w, eps, out); });
-  }
-  void add_rmsnorm_fp8(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Fp8Rows& out) override {
-    timed("add_rmsnorm_fp8", [&] { inner_->add_rmsnorm_fp8(residual, x, w, eps, out); });
-  }
-  void swiglu_fp8(const Tensor& gate_up, Fp8Rows& out) override {
-    timed("swiglu_fp8", [&] { inner_->swiglu_fp8(gate_up, out); });
-  }
   void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override {
     timed("rmsnorm", [&] { inner_->rmsnorm(x, w, eps, out); });
   }

@@ -1,9 +1,6 @@
 // The shared transformer forward (pre-norm, fused residual + RMSNorm, SwiGLU or MoE MLP;
-// projections in the compute dtype or FP8, whose per-channel projections take their input rows
-// quantized by the norm or SwiGLU that computes them).
+// projections in the compute dtype or FP8).
 #include "model/model.h"
-
-#include <algorithm>
 
 namespace jet {
 
@@ -34,14 +31,10 @@ size_t Model::activation_bytes(int64_t tokens) const {
   const int64_t qkv_width = q_width + 2 * shard_.kv_heads * c.head_dim;
   const bool dense = shard_.intermediate > 0;
   // Scratch 0-4 hold every token, 5-6 every token of a dense MLP, 7-10 the last layer's logits
-  // rows (at most every token), 11-12 FP8 projections' quantized input rows; grow_view
-  // allocates a quarter more than asked.
+  // rows (at most every token); grow_view allocates a quarter more than asked.
   const int64_t per_token =
       3 * c.hidden + qkv_width + q_width + (dense ? 3 * shard_.intermediate : 0) + q_width + 3 * c.hidden;
-  size_t bytes = static_cast<size_t>(tokens * per_token) * dtype_size(backend_.compute_dtype());
-  if (quantize_fp8_ || fp8_projections()) {
-    bytes += static_cast<size_t>(tokens * (std::max(c.hidden, shard_.intermediate) + int64_t{sizeof(float)}));
-  }
+  const size_t bytes = static_cast<size_t>(tokens * per_token) * dtype_size(backend_.compute_dtype());
   return bytes + bytes / 4;
 }
 
@@ -58,51 +51,6 @@ void Model::project(const Tensor& x, const Linear& w, Tensor& out) {
   } else {
     backend_.matmul(x, w.weight, out);
   }
-}
-
-namespace {
-
-// FP8 projections with per-channel scales take rows quantized by the op that made them.
-bool takes_quantized_rows(const Linear& w) { return w.fp8() && w.scaling == Fp8Scaling::PerChannel; }
-
-}  // namespace
-
-Fp8Rows Model::quantized_rows(int64_t rows, int64_t width) {
-  return {scratch(11, DType::F8E4M3, {rows, width}), scratch(12, DType::F32, {rows})};
-}
-
-// residual (+= delta, when given) is normalised and projected: out = rmsnorm(residual) · wᵀ,
-// through `normed` or, for an FP8 projection with per-channel scales, its quantized rows.
-void Model::norm_project(Tensor& residual, const Tensor* delta, const Tensor& norm, float eps, Tensor& normed,
-                         const Linear& w, Tensor& out) {
-  if (takes_quantized_rows(w)) {
-    Fp8Rows rows = quantized_rows(residual.dim(0), residual.dim(1));
-    if (delta) {
-      backend_.add_rmsnorm_fp8(residual, *delta, norm, eps, rows);
-    } else {
-      backend_.rmsnorm_fp8(residual, norm, eps, rows);
-    }
-    backend_.matmul_fp8_rows(rows, w, out);
-    return;
-  }
-  if (delta) {
-    backend_.add_rmsnorm(residual, *delta, norm, eps, normed);
-  } else {
-    backend_.rmsnorm(residual, norm, eps, normed);
-  }
-  project(normed, w, out);
-}
-
-// out = swiglu(gate_up) · wᵀ, through `hidden` or the quantized rows.
-void Model::swiglu_project(const Tensor& gate_up, Tensor& hidden, const Linear& w, Tensor& out) {
-  if (takes_quantized_rows(w)) {
-    Fp8Rows rows = quantized_rows(gate_up.dim(0), gate_up.dim(1) / 2);
-    backend_.swiglu_fp8(gate_up, rows);
-    backend_.matmul_fp8_rows(rows, w, out);
-    return;
-  }
-  backend_.swiglu(gate_up, hidden);
-  project(hidden, w, out);
 }
 
 void Model::reduce(Tensor& partial) {
@@ -140,7 +88,12 @@ Tensor Model::forward_hidden(const ForwardBatch& batch, const Tensor& ids, KvCac
   for (size_t l = 0; l < weights_.layers.size(); ++l) {
     const LayerWeights& w = weights_.layers[l];
     const bool last = l + 1 == weights_.layers.size();
-    norm_project(resid, l == 0 ? nullptr : &delta, w.attn_norm, eps, normed, w.qkv, qkv);
+    if (l == 0) {
+      backend_.rmsnorm(resid, w.attn_norm, eps, normed);
+    } else {
+      backend_.add_rmsnorm(resid, delta, w.attn_norm, eps, normed);
+    }
+    project(normed, w.qkv, qkv);
     backend_.qk_norm_rope(qkv, w.qkv_bias, w.q_norm, w.k_norm, eps, batch, static_cast<float>(c.rope_theta), nh, nkv,
                           c.head_dim, kv.k[l], kv.v[l], kv.page_size, static_cast<int>(c.rotary_dim));
     // Past the last layer's K/V the cache needs nothing more, and the LM head only the rows whose
@@ -165,15 +118,16 @@ Tensor Model::forward_hidden(const ForwardBatch& batch, const Tensor& ids, KvCac
     }
     project(attn_rows, w.o, delta_rows);
     reduce(delta_rows);
+    backend_.add_rmsnorm(resid_rows, delta_rows, w.mlp_norm, eps, normed_rows);
     if (w.is_moe) {
-      backend_.add_rmsnorm(resid_rows, delta_rows, w.mlp_norm, eps, normed_rows);
       backend_.moe(normed_rows, w.moe, delta_rows);
     } else {
       const int64_t inter = w.down.weight.dim(1);
       Tensor gate_up = scratch(5, act, {rows, 2 * inter});
       Tensor hidden = scratch(6, act, {rows, inter});
-      norm_project(resid_rows, &delta_rows, w.mlp_norm, eps, normed_rows, w.gate_up, gate_up);
-      swiglu_project(gate_up, hidden, w.down, delta_rows);
+      project(normed_rows, w.gate_up, gate_up);
+      backend_.swiglu(gate_up, hidden);
+      project(hidden, w.down, delta_rows);
     }
     reduce(delta_rows);
     if (last) {

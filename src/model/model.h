@@ -112,10 +112,6 @@ class Model {
  private:
   Tensor scratch(int slot, DType dtype, std::initializer_list<int64_t> dims);
   void project(const Tensor& x, const Linear& w, Tensor& out);
-  Fp8Rows quantized_rows(int64_t rows, int64_t width);
-  void norm_project(Tensor& residual, const Tensor* delta, const Tensor& norm, float eps, Tensor& normed,
-                    const Linear& w, Tensor& out);
-  void swiglu_project(const Tensor& gate_up, Tensor& hidden, const Linear& w, Tensor& out);
 
   ModelConfig config_;
   Backend& backend_;

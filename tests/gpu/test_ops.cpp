@@ -1,7 +1,7 @@
 // Every CUDA op of the core families against the CPU backend on random odd shapes: matmul (bf16
-// and f32 output, unaligned operands), matmul_fp8 (both weight scalings) and the FP8 row ops, rmsnorm, add_rmsnorm,
-// qk_norm_rope, swiglu, embedding, gather_block_tokens and moe (bf16 and FP8 experts); plus the argument checks and the
-// device-side guards (bad ids and slots never read out of bounds). Run from anywhere; exits non-zero on any failure.
+// and f32 output, unaligned operands), matmul_fp8 (both weight scalings), rmsnorm, add_rmsnorm, qk_norm_rope, swiglu,
+// embedding, gather_block_tokens and moe (bf16 and FP8 experts); plus the argument checks and the device-side guards
+// (bad ids and slots never read out of bounds). Run from anywhere; exits non-zero on any failure.
 #include <algorithm>
 #include <numeric>
 #include <tuple>
@@ -444,66 +444,6 @@ void test_moe(Report& report, Twins& tw, std::mt19937& rng) {
   });
 }
 
-// The FP8 row ops (rmsnorm_fp8, add_rmsnorm_fp8, swiglu_fp8, then matmul_fp8_rows) on CUDA give
-// bit for bit what the ops they fuse give (rmsnorm, add_rmsnorm, swiglu into bf16, then
-// matmul_fp8, which test_matmul_fp8 holds to the CPU backend), the residual stream too: on the
-// weight-streaming kernel's rows (up to 8) and cuBLASLt's, rows of 16 to 9,728 columns, codes
-// and scales poisoned first.
-void test_fp8_rows(Report& report, Twins& tw, std::mt19937& rng) {
-  struct Case {
-    int M, N, K;
-  };
-  for (Case c : {Case{1, 16, 16}, Case{4, 264, 2560}, Case{8, 24, 272}, Case{9, 40, 48}, Case{130, 200, 304},
-                 Case{512, 2560, 2560}, Case{33, 96, 9728}}) {
-    const std::string name = shape_name("fp8 row ops then matmul_fp8_rows", {c.M, c.N, c.K});
-    report.run(name, [&] {
-      std::vector<float> x_values = random_bf16(rng, size_t(c.M) * c.K, -3.0f, 3.0f);
-      const Fp8Twin w = fp8_weight(tw, rng, c.N, c.K, Fp8Scaling::PerChannel);
-      const Twin norm = tw.floats({c.K}, random_bf16(rng, size_t(c.K), 0.5f, 1.5f));
-      const Twin delta = tw.floats({c.M, c.K}, random_bf16(rng, size_t(c.M) * c.K));
-      const Twin gate_up = tw.floats({c.M, 2 * c.K}, random_bf16(rng, size_t(c.M) * 2 * c.K, -4.0f, 4.0f));
-      const std::vector<uint8_t> nan_codes(size_t(c.M) * c.K, 0x7f);
-      const std::vector<float> nan_scales(c.M, std::numeric_limits<float>::quiet_NaN());
-      for (const char* op : {"rmsnorm", "add_rmsnorm", "swiglu"}) {
-        Twin resid_a = tw.floats({c.M, c.K}, x_values), resid_b = tw.floats({c.M, c.K}, x_values);
-        Twin values = tw.poisoned({c.M, c.K}), want = tw.poisoned({c.M, c.N}), got = tw.poisoned({c.M, c.N});
-        Twin codes = tw.raw(DType::F8E4M3, {c.M, c.K}, nan_codes.data());
-        Twin scales = tw.raw(DType::F32, {c.M}, nan_scales.data());
-        Fp8Rows rows{codes.cuda, scales.cuda};
-        const std::string op_name = std::string(op) + "_fp8";
-        if (op_name == "rmsnorm_fp8") {
-          tw.cuda().rmsnorm(resid_a.cuda, norm.cuda, 1e-6f, values.cuda);
-          tw.cuda().rmsnorm_fp8(resid_b.cuda, norm.cuda, 1e-6f, rows);
-        } else if (op_name == "add_rmsnorm_fp8") {
-          tw.cuda().add_rmsnorm(resid_a.cuda, delta.cuda, norm.cuda, 1e-6f, values.cuda);
-          tw.cuda().add_rmsnorm_fp8(resid_b.cuda, delta.cuda, norm.cuda, 1e-6f, rows);
-        } else {
-          tw.cuda().swiglu(gate_up.cuda, values.cuda);
-          tw.cuda().swiglu_fp8(gate_up.cuda, rows);
-        }
-        tw.cuda().matmul_fp8(values.cuda, w.cuda(), want.cuda);
-        tw.cuda().matmul_fp8_rows(rows, w.cuda(), got.cuda);
-        report.check(tw.cuda_values(got.cuda) == tw.cuda_values(want.cuda), name + " " + op_name,
-                     "equal to " + std::string(op) + " then matmul_fp8, bit for bit");
-        report.check(tw.cuda_values(resid_b.cuda) == tw.cuda_values(resid_a.cuda), name + " " + op_name + " residual",
-                     "the residual stream as the unfused op leaves it");
-      }
-    });
-  }
-  report.run("fp8 row ops argument checks", [&] {
-    Twin x = tw.poisoned({3, 40}), norm = tw.poisoned({40}), out = tw.poisoned({3, 8});
-    const std::vector<uint8_t> zeros(120, 0);
-    Twin codes = tw.raw(DType::F8E4M3, {3, 40}, zeros.data()), scales = tw.poisoned({3}, DType::F32);
-    Fp8Rows rows{codes.cuda, scales.cuda};
-    const Fp8Twin w = fp8_weight(tw, rng, 8, 40, Fp8Scaling::PerChannel);
-    expect_error(report, "matmul_fp8_rows rejects K = 40 (not a multiple of 16)",
-                 [&] { tw.cuda().matmul_fp8_rows(rows, w.cuda(), out.cuda); });
-    Fp8Rows short_rows{codes.cuda.rows(0, 2), scales.cuda};
-    expect_error(report, "rmsnorm_fp8 rejects codes of 2 rows for 3",
-                 [&] { tw.cuda().rmsnorm_fp8(x.cuda, norm.cuda, 1e-6f, short_rows); });
-  });
-}
-
 // A layer's experts [E, N, K] quantized one by one (per channel or in 128x128 tiles), experts
 // [first, first + held) of them as a rank of expert parallelism holds them: the same codes and
 // scales on both backends.
@@ -646,7 +586,6 @@ int main() {
     std::mt19937 rng(1234);
     test_matmul(report, tw, rng);
     test_matmul_fp8(report, tw, rng);
-    test_fp8_rows(report, tw, rng);
     test_norms(report, tw, rng);
     test_qk_norm_rope(report, tw, rng);
     test_swiglu_embedding(report, tw, rng);

@@ -30,10 +30,6 @@ class CpuBackend final : public Backend {
   bool supports_fp8() const override { return true; }
   bool supports_fp8_experts() const override { return true; }
   void matmul_fp8(const Tensor& x, const Linear& w, Tensor& out) override;
-  void matmul_fp8_rows(const Fp8Rows& x, const Linear& w, Tensor& out) override;         // fp8_rows.cpp
-  void rmsnorm_fp8(const Tensor& x, const Tensor& w, float eps, Fp8Rows& out) override;  // fp8_rows.cpp
-  void add_rmsnorm_fp8(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Fp8Rows& out) override;
-  void swiglu_fp8(const Tensor& gate_up, Fp8Rows& out) override;
   void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void qk_norm_rope(Tensor& qkv, const Tensor& bias, const Tensor& q_norm, const Tensor& k_norm, float eps,
@@ -84,12 +80,6 @@ Fp8Matrix expert_matrix(const Linear& w, int64_t e);
 // products of e4m3 values are exact in fp32, so this differs from an FP8 GEMM with fp32
 // accumulation by fp32 rounding only.
 void gemm_nt_fp8(const float* x, const Fp8Matrix& w, float* out, int64_t M);
-// The same on rows already quantized (codes [M, K], one scale per row; per-channel w): the
-// codes read back and multiplied as gemm_nt_fp8 multiplies the rows it quantizes.
-void gemm_nt_fp8_rows(const uint8_t* codes, const float* scales, const Fp8Matrix& w, float* out, int64_t M);
-
-// out = x / sqrt(mean(x²) + eps) * w for one row of n.
-void rmsnorm_row(const float* x, const float* w, float eps, int64_t n, float* out);
 
 // out[i] = silu(gate_up[i]) * gate_up[inter + i] for one row of gate_up [2 * inter].
 void swiglu_row(const float* gate_up, float* out, int64_t inter);

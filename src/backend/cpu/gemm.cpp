@@ -79,32 +79,14 @@ Fp8Matrix expert_matrix(const Linear& w, int64_t e) {
   return {w.weight.ptr<uint8_t>() + e * rows * cols, w.scale.ptr<float>() + e * scales, rows, cols, w.scaling};
 }
 
-namespace {
-
-// The read-back values of w, code * its scale, into wq [N, K].
-void decode_fp8_matrix(const Fp8Matrix& w, float* wq, int threads) {
-  const int64_t N = w.rows, K = w.cols;
-  const bool blocks = w.scaling == Fp8Scaling::Block128;
-  const int64_t k_blocks = (K + 127) / 128;
-#pragma omp parallel for num_threads(threads)
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t k = 0; k < K; ++k) {
-      const float scale = blocks ? w.scale[n / 128 * k_blocks + k / 128] : w.scale[n];
-      wq[n * K + k] = e4m3_to_f32(w.codes[n * K + k]) * scale;
-    }
-  }
-}
-
-// Independent rows: the decode of each may run on another thread (not from inside a parallel
-// loop, where the MoE calls this per expert).
-int fp8_threads(int64_t M, const Fp8Matrix& w) { return omp_in_parallel() ? 1 : threads_for((M + w.rows) * w.cols); }
-
-}  // namespace
-
 void gemm_nt_fp8(const float* x, const Fp8Matrix& w, float* out, int64_t M) {
   const int64_t N = w.rows, K = w.cols;
-  const int64_t group = w.scaling == Fp8Scaling::Block128 ? 128 : std::max<int64_t>(K, 1);
-  const int threads = fp8_threads(M, w);
+  const bool blocks = w.scaling == Fp8Scaling::Block128;
+  const int64_t group = blocks ? 128 : std::max<int64_t>(K, 1);
+  const int64_t k_blocks = (K + 127) / 128;
+  // Independent rows: the decode of each may run on another thread (not from inside a parallel
+  // loop, where the MoE calls this per expert).
+  const int threads = omp_in_parallel() ? 1 : threads_for((M + N) * K);
   std::vector<float> xq(M * K), wq(N * K);
 #pragma omp parallel num_threads(threads)
   {
@@ -117,20 +99,14 @@ void gemm_nt_fp8(const float* x, const Fp8Matrix& w, float* out, int64_t M) {
         for (int64_t i = 0; i < n; ++i) xq[r * K + k0 + i] = e4m3_to_f32(codes[i]) * scale;
       }
     }
+#pragma omp for
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t k = 0; k < K; ++k) {
+        const float scale = blocks ? w.scale[n / 128 * k_blocks + k / 128] : w.scale[n];
+        wq[n * K + k] = e4m3_to_f32(w.codes[n * K + k]) * scale;
+      }
+    }
   }
-  decode_fp8_matrix(w, wq.data(), threads);
-  gemm_nt(xq.data(), wq.data(), out, M, N, K);
-}
-
-void gemm_nt_fp8_rows(const uint8_t* codes, const float* scales, const Fp8Matrix& w, float* out, int64_t M) {
-  const int64_t N = w.rows, K = w.cols;
-  const int threads = fp8_threads(M, w);
-  std::vector<float> xq(M * K), wq(N * K);
-#pragma omp parallel for num_threads(threads)
-  for (int64_t r = 0; r < M; ++r) {
-    for (int64_t k = 0; k < K; ++k) xq[r * K + k] = e4m3_to_f32(codes[r * K + k]) * scales[r];
-  }
-  decode_fp8_matrix(w, wq.data(), threads);
   gemm_nt(xq.data(), wq.data(), out, M, N, K);
 }
 

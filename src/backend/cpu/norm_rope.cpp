@@ -9,15 +9,15 @@
 
 namespace jet::cpu {
 
-// out may alias x.
+namespace {
+
+// out = x / sqrt(mean(x²) + eps) * w; out may alias x.
 void rmsnorm_row(const float* x, const float* w, float eps, int64_t n, float* out) {
   float sum_squares = 0.0f;
   for (int64_t i = 0; i < n; ++i) sum_squares += x[i] * x[i];
   const float scale = 1.0f / std::sqrt(sum_squares / static_cast<float>(n) + eps);
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
-
-namespace {
 
 // Rotates pairs (i, i + hd/2) of one head by the angles whose cos/sin are given.
 void rotate_half(float* head, const float* cos_a, const float* sin_a, int half) {

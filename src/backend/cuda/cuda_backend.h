@@ -47,11 +47,7 @@ class CudaBackend final : public Backend {
   // Off until the kernels (moe.cu's sigmoid routing and shared expert, norm_rope.cu's partial
   // RoPE) have passed their parity tests (tests/gpu/test_ops.cpp, llada2_parity.py) on a GPU.
   bool supports_llada2_layers() const override { return false; }
-  void matmul_fp8(const Tensor& x, const Linear& w, Tensor& out) override;               // fp8_gemm.cu
-  void matmul_fp8_rows(const Fp8Rows& x, const Linear& w, Tensor& out) override;         // fp8_gemm.cu
-  void rmsnorm_fp8(const Tensor& x, const Tensor& w, float eps, Fp8Rows& out) override;  // norm_rope.cu
-  void add_rmsnorm_fp8(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Fp8Rows& out) override;
-  void swiglu_fp8(const Tensor& gate_up, Fp8Rows& out) override;                    // elementwise.cu
+  void matmul_fp8(const Tensor& x, const Linear& w, Tensor& out) override;          // fp8_gemm.cu
   void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;  // norm_rope.cu
   void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void qk_norm_rope(Tensor& qkv, const Tensor& bias, const Tensor& q_norm, const Tensor& k_norm, float eps,
@@ -74,9 +70,6 @@ class CudaBackend final : public Backend {
   size_t gemm_workspace_bytes() const { return workspace_bytes_; }
 
  private:
-  // fp8_gemm.cu: out = codes [M, K] (one scale per row) times a per-channel FP8 weight.
-  void fp8_rows_product(const Tensor& codes, const float* x_scales, const Linear& w, Tensor& out);
-
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;

@@ -1,14 +1,11 @@
-// Row-wise ops: embedding (row gather), swiglu (silu(gate) * up, in fp32), swiglu_fp8 (the bf16
-// row swiglu would write, quantized per row as matmul_fp8 quantizes it: the one op here with a
-// reduction, the row's amax) and gather_block_tokens (the block tokens of a step's slots, as the forward's input ids).
+// Row-wise ops without reductions: embedding (row gather), swiglu (silu(gate) * up, in fp32)
+// and gather_block_tokens (the block tokens of a step's slots, as the forward's input ids).
 // Ids and slots live in device memory, so they are range-checked in the kernels, not on the host
 // (that would need a sync): a bad one never causes an out-of-bounds access, and its output is
 // marked instead (see each op).
 #include <algorithm>
 
-#include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/kernel_util.cuh"
-#include "backend/op_checks.h"
 
 namespace jet::cuda {
 
@@ -54,28 +51,6 @@ __global__ void swiglu_kernel(const bf16* gate_up, int64_t T, int64_t inter, bf1
   }
 }
 
-// swiglu's bf16 value of element i of a row of gate_up [2 I].
-__device__ __forceinline__ bf16 swiglu_value(const bf16* gate_up, int64_t inter, int64_t i) {
-  const float g = __bfloat162float(gate_up[i]);
-  return __float2bfloat16(g / (1.0f + expf(-g)) * __bfloat162float(gate_up[inter + i]));
-}
-
-// One block per row t: swiglu's bf16 row, then its e4m3 codes under one scale of its amax.
-__global__ void swiglu_fp8_kernel(const bf16* gate_up, int64_t inter, uint8_t* codes, float* scales) {
-  await_previous_kernel();
-  const int64_t t = blockIdx.x;
-  const bf16* row = gate_up + t * 2 * inter;
-  float amax = 0.0f;
-  for (int64_t i = threadIdx.x; i < inter; i += blockDim.x) {
-    amax = fmaxf(amax, fabsf(__bfloat162float(swiglu_value(row, inter, i))));
-  }
-  const float scale = e4m3_group_scale(block_reduce(amax, MaxOp{}, 0.0f));
-  for (int64_t i = threadIdx.x; i < inter; i += blockDim.x) {
-    codes[t * inter + i] = e4m3_code(__bfloat162float(swiglu_value(row, inter, i)), scale);
-  }
-  if (threadIdx.x == 0) scales[t] = scale;
-}
-
 // ids[i * B + j] = tokens[slots[i], j]; a slot outside [0, num_slots) gives ids of -1, which
 // the embedding turns into zero rows.
 __global__ void gather_block_tokens_kernel(const int32_t* tokens, int num_slots, int B, const int32_t* slots,
@@ -114,14 +89,6 @@ void CudaBackend::swiglu(const Tensor& gate_up, Tensor& out) {
   const dim3 grid(blocks_for(packs ? inter / 8 : inter, kThreads), grid_rows);
   launch_kernel("swiglu_kernel", packs ? swiglu_kernel<8> : swiglu_kernel<1>, grid, kThreads, 0, stream_,
                 gate_up.ptr<bf16>(), T, inter, out.ptr<bf16>());
-}
-
-void CudaBackend::swiglu_fp8(const Tensor& gate_up, Fp8Rows& out) {
-  const RowsShape shape = check_swiglu_fp8_args(gate_up, out, DType::BF16);
-  if (shape.rows == 0) return;
-  constexpr int kRowThreads = 1024;
-  launch_kernel("swiglu_fp8_kernel", swiglu_fp8_kernel, static_cast<unsigned>(shape.rows), kRowThreads, 0, stream_,
-                gate_up.ptr<bf16>(), shape.width, out.codes.ptr<uint8_t>(), out.scales.ptr<float>());
 }
 
 void CudaBackend::gather_block_tokens(const Tensor& blocks, const Tensor& slots, Tensor& ids) {

@@ -1,6 +1,5 @@
-// The matmul_fp8 op (docs/fp8.md): out[M, N] = x[M, K] · wᵀ for an FP8 weight, x bf16 (and
-// matmul_fp8_rows, on rows an op already quantized: the same product without the first step).
-// x is quantized to e4m3 first, with one scale per row (per-channel weights) or per row and 128
+// The matmul_fp8 op (docs/fp8.md): out[M, N] = x[M, K] · wᵀ for an FP8 weight, x bf16. x is
+// quantized to e4m3 first, with one scale per row (per-channel weights) or per row and 128
 // columns (128x128 weight tiles), into scratch; then the product of codes runs, its fp32 sums
 // scaled back: up to 8 rows on the weight-streaming kernel (skinny_gemm.h, per-channel), else on
 // cuBLASLt's FP8 GEMMs with their scale modes (gemm_plans.h). The conversion is the hardware's
@@ -12,10 +11,11 @@
 // extra rows zero), the product of an M that is not a multiple of 4 goes to scratch and its M
 // rows are copied out, and a weight whose K/128 is not a multiple of 4 has its scales re-laid
 // into scratch per call (a few hundred floats).
+#include <cuda_fp8.h>
+
 #include <algorithm>
 #include <cstdint>
 
-#include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/gemm_plans.h"
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/cuda/skinny_gemm.h"
@@ -41,7 +41,7 @@ __device__ __forceinline__ void store_codes(const BfPack<kPack>& v, float scale,
   uint8_t out[kPack];
 #pragma unroll
   for (int i = 0; i < kPack; ++i) {
-    out[i] = e4m3_code(__bfloat162float(v.v[i]), scale);
+    out[i] = __nv_cvt_float_to_fp8(__bfloat162float(v.v[i]) / scale, __NV_SATFINITE, __NV_E4M3);
   }
   *reinterpret_cast<uint2*>(codes) = *reinterpret_cast<const uint2*>(out);
 }
@@ -52,6 +52,9 @@ __device__ __forceinline__ float pack_amax(const BfPack<kPack>& v) {
   for (int i = 0; i < kPack; ++i) amax = fmaxf(amax, fabsf(__bfloat162float(v.v[i])));
   return amax;
 }
+
+// scale = amax / 448, or 1 for an all-zero group (fp8.h's e4m3_scale).
+__device__ __forceinline__ float group_scale(float amax) { return amax > 0.0f ? amax / 448.0f : 1.0f; }
 
 // One block per row of x [M, K]: codes [M, K] and scales [M]. The first kHeldPacks packs of each
 // thread stay in registers between the amax and the conversion, so rows up to
@@ -76,7 +79,7 @@ __global__ void __launch_bounds__(kRowThreads)
     }
   }
   for (int64_t k = rest; k < K; k += kStride) amax = fmaxf(amax, pack_amax(load_pack<kPack>(src + k)));
-  const float scale = e4m3_group_scale(block_reduce(amax, MaxOp{}, 0.0f));
+  const float scale = group_scale(block_reduce(amax, MaxOp{}, 0.0f));
 #pragma unroll
   for (int j = 0; j < kHeldPacks; ++j) {
     if (first + j * kStride < K) store_codes(held[j], scale, dst + first + j * kStride);
@@ -98,7 +101,7 @@ __global__ void __launch_bounds__(kTileThreads* kTileGroupsPerBlock)
   BfPack<kPack> v{};
   if (in_codes && row < M) v = load_pack<kPack>(x + row * K + k);
   // Every lane takes part in the reduction; the idle ones bring 0.
-  const float scale = e4m3_group_scale(lane_group_reduce<kTileThreads>(in_codes ? pack_amax(v) : 0.0f, MaxOp{}));
+  const float scale = group_scale(lane_group_reduce<kTileThreads>(in_codes ? pack_amax(v) : 0.0f, MaxOp{}));
   if (!in_codes) return;
   store_codes(v, scale, codes + row * K + k);
   if (k == kb * 128) scales[kb * rows + row] = scale;
@@ -171,15 +174,20 @@ void CudaBackend::matmul_fp8(const Tensor& x, const Linear& w, Tensor& out) {
     w_scales = padded;
   }
 
-  if (!tiles) return fp8_rows_product(codes, x_scales, w, out);
+  if (!tiles && skinny_gemm_fits(codes, w.weight)) {
+    const SkinnyGemmScratch skinny{static_cast<float*>(workspace_), workspace_bytes_, split_counters_,
+                                   num_split_counters_};
+    return skinny_gemm(codes, w.weight, out, skinny, stream_, x_scales, w_scales);
+  }
   void* product = out_to_scratch ? base + out_at : out.data;
   GemmProblem problem;
   problem.m = rows;
   problem.n = N;
   problem.k = K;
   problem.in_type = CUDA_R_8F_E4M3;
-  problem.w_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
-  problem.x_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  problem.w_scale_mode =
+      tiles ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  problem.x_scale_mode = tiles ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
   problem.align_x = operand_alignment(x_codes);
   problem.align_w = operand_alignment(w.weight.data);
   problem.align_out = operand_alignment(product);
@@ -187,40 +195,6 @@ void CudaBackend::matmul_fp8(const Tensor& x, const Linear& w, Tensor& out) {
   if (out_to_scratch) {
     JET_CUDA_CHECK(cudaMemcpyAsync(out.data, product, out.nbytes(), cudaMemcpyDeviceToDevice, stream_));
   }
-}
-
-void CudaBackend::matmul_fp8_rows(const Fp8Rows& x, const Linear& w, Tensor& out) {
-  const MatmulShape s = check_matmul_fp8_rows_args(x, w, out, DType::BF16);
-  JET_CHECK(s.k % 16 == 0, "matmul_fp8_rows: K = ", s.k,
-            " is not a multiple of 16, which the CUDA backend's FP8 GEMMs need");
-  JET_CHECK(aligned_16({x.codes.data}), "matmul_fp8_rows: x codes are not 16-byte aligned");
-  if (s.m == 0 || s.n == 0) return;
-  if (s.k == 0) {
-    JET_CUDA_CHECK(cudaMemsetAsync(out.data, 0, out.nbytes(), stream_));
-    return;
-  }
-  fp8_rows_product(x.codes, x.scales.ptr<float>(), w, out);
-}
-
-// out = the product of codes [M, K] (one scale per row) and a per-channel FP8 weight: up to 8
-// rows on the weight-streaming kernel, else cuBLASLt's outer-vector scale mode.
-void CudaBackend::fp8_rows_product(const Tensor& codes, const float* x_scales, const Linear& w, Tensor& out) {
-  if (skinny_gemm_fits(codes, w.weight)) {
-    const SkinnyGemmScratch skinny{static_cast<float*>(workspace_), workspace_bytes_, split_counters_,
-                                   num_split_counters_};
-    return skinny_gemm(codes, w.weight, out, skinny, stream_, x_scales, w.scale.ptr<float>());
-  }
-  GemmProblem problem;
-  problem.m = codes.dim(0);
-  problem.n = w.weight.dim(0);
-  problem.k = codes.dim(1);
-  problem.in_type = CUDA_R_8F_E4M3;
-  problem.w_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-  problem.x_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-  problem.align_x = operand_alignment(codes.data);
-  problem.align_w = operand_alignment(w.weight.data);
-  problem.align_out = operand_alignment(out.data);
-  gemm_plans_->run(problem, codes.data, w.weight.data, out.data, stream_, x_scales, w.scale.ptr<float>());
 }
 
 }  // namespace jet::cuda

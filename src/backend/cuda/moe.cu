@@ -11,11 +11,12 @@
 // a run of the experts (expert parallelism) sort and run only their routes; the others add
 // nothing. Scratch lives in a buffer of the backend that grows to the largest call; tokens are
 // taken in chunks so that it stays bounded.
+#include <cuda_fp8.h>
+
 #include <algorithm>
 #include <cfloat>
 
 #include "backend/cuda/expert_gemm.cuh"
-#include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/op_checks.h"
 
@@ -309,8 +310,10 @@ __global__ void quantize_rows_kernel(const Source* src, const int32_t* sorted, i
       float amax = 0.0f;
       for (int64_t k = k0 + lane; k < k1; k += 32) amax = fmaxf(amax, fabsf(as_float(from[k])));
       amax = warp_max(amax);
-      const float scale = e4m3_group_scale(amax);
-      for (int64_t k = k0 + lane; k < k1; k += 32) to[k] = e4m3_code(as_float(from[k]), scale);
+      const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+      for (int64_t k = k0 + lane; k < k1; k += 32) {
+        to[k] = __nv_cvt_float_to_fp8(as_float(from[k]) / scale, __NV_SATFINITE, __NV_E4M3);
+      }
       if (lane == 0) scales[row * groups + g] = scale;
     }
   }

@@ -1,14 +1,11 @@
 // Normalisation and rotary embedding on bf16 activations: rmsnorm, add_rmsnorm (the residual
-// stream stays bf16 as in HF: residual = bf16(residual + x)), their FP8 forms (rmsnorm_fp8,
-// add_rmsnorm_fp8: the bf16 row they would write, quantized per row as matmul_fp8 quantizes it)
-// and qk_norm_rope (per-head RMSNorm of q and k, then NeoX rotate-half RoPE; k and v are stored
-// into the paged K/V cache).
+// stream stays bf16 as in HF: residual = bf16(residual + x)) and qk_norm_rope (per-head RMSNorm
+// of q and k, then NeoX rotate-half RoPE; k and v are stored into the paged K/V cache).
 // Statistics, the weight multiply and the rotation run in fp32 with one rounding to bf16 at the
 // end, as SDAR's fused RMSNorm does (models.md §1.3).
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/op_checks.h"
 
@@ -40,77 +37,35 @@ __device__ float sum_squares_of(const bf16* x, int64_t H) {
   return sum_squares;
 }
 
-// Where a normalised row goes: bf16 values, or (FP8) the e4m3 codes and one scale of those
-// bf16 values.
-struct NormedRowOut {
-  bf16* values;
-  uint8_t* codes;
-  float* scale;
-};
-
 // out = x / sqrt(mean(x²) + eps) * w for the block's row, given each thread's share of Σx² (over
-// the same elements it touches here), rounded to bf16; with kCodes, the rounded row quantized
-// (its amax over the block first, then each value's code). Each thread reads and writes the same
-// elements, so out may alias x.
-template <int N, bool kCodes>
-__device__ void write_normed_row(const bf16* x, const bf16* w, float sum_squares, float eps, int64_t H,
-                                 NormedRowOut out) {
+// the same elements it touches here). Each thread reads and writes the same elements, so out may
+// alias x.
+template <int N>
+__device__ void write_normed_row(const bf16* x, const bf16* w, float sum_squares, float eps, int64_t H, bf16* out) {
   const float scale = 1.0f / sqrtf(block_sum(sum_squares) / static_cast<float>(H) + eps);
-  auto normed = [&](int64_t i) {
+  for (int64_t i = int64_t{threadIdx.x} * N; i < H; i += int64_t{blockDim.x} * N) {
     const BfPack<N> xs = load_pack<N>(x + i), ws = load_pack<N>(w + i);
     BfPack<N> result;
 #pragma unroll
     for (int j = 0; j < N; ++j) {
       result.v[j] = __float2bfloat16(__bfloat162float(xs.v[j]) * scale * __bfloat162float(ws.v[j]));
     }
-    return result;
-  };
-  if constexpr (!kCodes) {
-    for (int64_t i = int64_t{threadIdx.x} * N; i < H; i += int64_t{blockDim.x} * N)
-      store_pack<N>(out.values + i, normed(i));
-  } else {
-    float amax = 0.0f;
-    for (int64_t i = int64_t{threadIdx.x} * N; i < H; i += int64_t{blockDim.x} * N) {
-      const BfPack<N> v = normed(i);
-#pragma unroll
-      for (int j = 0; j < N; ++j) amax = fmaxf(amax, fabsf(__bfloat162float(v.v[j])));
-    }
-    const float code_scale = e4m3_group_scale(block_reduce(amax, MaxOp{}, 0.0f));
-    for (int64_t i = int64_t{threadIdx.x} * N; i < H; i += int64_t{blockDim.x} * N) {
-      const BfPack<N> v = normed(i);
-      uint8_t codes[N];
-#pragma unroll
-      for (int j = 0; j < N; ++j) codes[j] = e4m3_code(__bfloat162float(v.v[j]), code_scale);
-      if constexpr (N == 8) {
-        *reinterpret_cast<uint2*>(out.codes + i) = *reinterpret_cast<const uint2*>(codes);
-      } else {
-#pragma unroll
-        for (int j = 0; j < N; ++j) out.codes[i + j] = codes[j];
-      }
-    }
-    if (threadIdx.x == 0) *out.scale = code_scale;
+    store_pack<N>(out + i, result);
   }
 }
 
-// The row t of a normalised output.
-__device__ __forceinline__ NormedRowOut row_of(NormedRowOut out, int64_t t, int64_t H) {
-  return {out.values ? out.values + t * H : nullptr, out.codes ? out.codes + t * H : nullptr,
-          out.scale ? out.scale + t : nullptr};
-}
-
-template <int N, bool kCodes>
-__global__ void rmsnorm_kernel(const bf16* x, const bf16* w, float eps, int64_t H, NormedRowOut out) {
+template <int N>
+__global__ void rmsnorm_kernel(const bf16* x, const bf16* w, float eps, int64_t H, bf16* out) {
   await_previous_kernel();
   const int64_t t = blockIdx.x;
-  write_normed_row<N, kCodes>(x + t * H, w, sum_squares_of<N>(x + t * H, H), eps, H, row_of(out, t, H));
+  write_normed_row<N>(x + t * H, w, sum_squares_of<N>(x + t * H, H), eps, H, out + t * H);
 }
 
 // residual = bf16(residual + x), then out = rmsnorm(residual). Σ of the rounded sums' squares is
 // taken as they are made, and the thread that rounds an element is the one that reads it back,
 // so no barrier is needed between the two passes.
-template <int N, bool kCodes>
-__global__ void add_rmsnorm_kernel(bf16* residual, const bf16* x, const bf16* w, float eps, int64_t H,
-                                   NormedRowOut out) {
+template <int N>
+__global__ void add_rmsnorm_kernel(bf16* residual, const bf16* x, const bf16* w, float eps, int64_t H, bf16* out) {
   await_previous_kernel();
   const int64_t t = blockIdx.x;
   bf16* row = residual + t * H;
@@ -126,7 +81,7 @@ __global__ void add_rmsnorm_kernel(bf16* residual, const bf16* x, const bf16* w,
     }
     store_pack<N>(row + i, sum);
   }
-  write_normed_row<N, kCodes>(row, w, sum_squares, eps, H, row_of(out, t, H));
+  write_normed_row<N>(row, w, sum_squares, eps, H, out + t * H);
 }
 
 // Threads of a row kernel moving 8 elements per access: one pack each where the row allows
@@ -342,48 +297,26 @@ __global__ void __launch_bounds__(32 * kPartialWarps)
 
 }  // namespace
 
-namespace {
-
-// The launch of the rmsnorm kernel (residual: add_rmsnorm's) for T rows of H into `out`.
-template <bool kCodes>
-void launch_norm(cudaStream_t stream, bf16* residual, const Tensor& x, const Tensor& w, float eps, int64_t T, int64_t H,
-                 NormedRowOut out) {
-  if (T == 0) return;
-  const auto blocks = static_cast<unsigned>(T);
-  const bool packs = packs_of_8(H, {x.data, w.data, out.values, out.codes, residual});
-  const int threads = packs ? norm_threads_for_packs(H) : kNormThreads;
-  if (residual) {
-    launch_kernel("add_rmsnorm_kernel", packs ? add_rmsnorm_kernel<8, kCodes> : add_rmsnorm_kernel<1, kCodes>, blocks,
-                  threads, 0, stream, residual, x.ptr<bf16>(), w.ptr<bf16>(), eps, H, out);
-  } else {
-    launch_kernel("rmsnorm_kernel", packs ? rmsnorm_kernel<8, kCodes> : rmsnorm_kernel<1, kCodes>, blocks, threads, 0,
-                  stream, x.ptr<bf16>(), w.ptr<bf16>(), eps, H, out);
-  }
-}
-
-NormedRowOut codes_of(Fp8Rows& rows) { return {nullptr, rows.codes.ptr<uint8_t>(), rows.scales.ptr<float>()}; }
-
-}  // namespace
-
 void CudaBackend::rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
   const RowsShape shape = check_rmsnorm_args(x, w, out, DType::BF16);
-  launch_norm<false>(stream_, nullptr, x, w, eps, shape.rows, shape.width, {out.ptr<bf16>(), nullptr, nullptr});
+  const int64_t T = shape.rows, H = shape.width;
+  if (T == 0) return;
+  const auto blocks = static_cast<unsigned>(T);
+  const bool packs = packs_of_8(H, {x.data, w.data, out.data});
+  launch_kernel("rmsnorm_kernel", packs ? rmsnorm_kernel<8> : rmsnorm_kernel<1>, blocks,
+                packs ? norm_threads_for_packs(H) : kNormThreads, 0, stream_, x.ptr<bf16>(), w.ptr<bf16>(), eps, H,
+                out.ptr<bf16>());
 }
 
 void CudaBackend::add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) {
   const RowsShape shape = check_add_rmsnorm_args(residual, x, w, out, DType::BF16);
-  launch_norm<false>(stream_, residual.ptr<bf16>(), x, w, eps, shape.rows, shape.width,
-                     {out.ptr<bf16>(), nullptr, nullptr});
-}
-
-void CudaBackend::rmsnorm_fp8(const Tensor& x, const Tensor& w, float eps, Fp8Rows& out) {
-  const RowsShape shape = check_rmsnorm_fp8_args(x, w, out, DType::BF16);
-  launch_norm<true>(stream_, nullptr, x, w, eps, shape.rows, shape.width, codes_of(out));
-}
-
-void CudaBackend::add_rmsnorm_fp8(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Fp8Rows& out) {
-  const RowsShape shape = check_add_rmsnorm_fp8_args(residual, x, w, out, DType::BF16);
-  launch_norm<true>(stream_, residual.ptr<bf16>(), x, w, eps, shape.rows, shape.width, codes_of(out));
+  const int64_t T = shape.rows, H = shape.width;
+  if (T == 0) return;
+  const auto blocks = static_cast<unsigned>(T);
+  const bool packs = packs_of_8(H, {residual.data, x.data, w.data, out.data});
+  launch_kernel("add_rmsnorm_kernel", packs ? add_rmsnorm_kernel<8> : add_rmsnorm_kernel<1>, blocks,
+                packs ? norm_threads_for_packs(H) : kNormThreads, 0, stream_, residual.ptr<bf16>(), x.ptr<bf16>(),
+                w.ptr<bf16>(), eps, H, out.ptr<bf16>());
 }
 
 void CudaBackend::qk_norm_rope(Tensor& qkv, const Tensor& bias, const Tensor& q_norm, const Tensor& k_norm, float eps,
