@@ -223,10 +223,7 @@ class Backend {
   virtual void swiglu(const Tensor& gate_up, Tensor& out) = 0;
   // out[T, H] = Σ_top-k routing weight * expert(x) (+ the shared expert's output); routing in
   // fp32 (MoeRouting). FP8 experts (w.gate_up.fp8()) quantize their inputs as matmul_fp8 does.
-  // supports_llada2_layers says whether a backend has LLaDA2's sigmoid routing, shared expert and
-  // partial RoPE (qk_norm_rope's rotary_dim).
   virtual void moe(const Tensor& x, const MoeWeights& w, Tensor& out) = 0;
-  virtual bool supports_llada2_layers() const { return true; }
   // x becomes the sum of x over the tensor-parallel ranks of `comm` (backend/communicator.h),
   // queued after this backend's earlier work.
   virtual void all_reduce_sum(Tensor& x, Communicator& comm);

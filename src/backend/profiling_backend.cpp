@@ -32,7 +32,6 @@ class ProfilingBackend final : public Backend {
   }
   bool supports_fp8() const override { return inner_->supports_fp8(); }
   bool supports_fp8_experts() const override { return inner_->supports_fp8_experts(); }
-  bool supports_llada2_layers() const override { return inner_->supports_llada2_layers(); }
   bool supports_vocab_parts() const override { return inner_->supports_vocab_parts(); }
   void matmul_fp8(const Tensor& x, const Linear& w, Tensor& out) override {
     timed("matmul_fp8", [&] { inner_->matmul_fp8(x, w, out); });

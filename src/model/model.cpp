@@ -13,10 +13,6 @@ Model::Model(ModelConfig config, Backend& backend, bool quantize_fp8, Communicat
       shard_(make_shard(config_, comm ? comm->rank() : 0, comm ? comm->size() : 1, expert_parallel,
                         backend_.supports_vocab_parts())) {
   shard_.ranks_per_memory = ranks_per_memory;
-  const bool llada2_layers = config_.sigmoid_router || config_.shared_expert_intermediate > 0 || config_.rotary_dim > 0;
-  JET_CHECK(!llada2_layers || backend_.supports_llada2_layers(), "model family ", family_name(config_.family),
-            ": its sigmoid MoE routing, shared expert and partial RoPE are not on the ", backend_.name(),
-            " backend yet (the cpu backend has them)");
 }
 
 size_t Model::weight_bytes() const {

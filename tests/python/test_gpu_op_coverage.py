@@ -13,7 +13,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 NOT_OPS = {"name", "compute_dtype", "alloc", "alloc_host", "copy_on_device", "check_device_memory", "upload",
            "download", "synchronize", "default_kv_budget_bytes", "available_memory_bytes", "supports_fp8",
-           "supports_llada2_layers", "run_recorded",
+           "run_recorded",
            "use_on_this_thread"}
 
 
