@@ -437,10 +437,6 @@ void test_moe(Report& report, Twins& tw, std::mt19937& rng) {
     Twin down = tw.poisoned({4, 8, 3}), out = tw.poisoned({2, 8});
     MoeWeights w{router.cuda, {gate_up.cuda}, {down.cuda}, 5};
     expect_error(report, "moe rejects top_k above the expert count", [&] { tw.cuda().moe(x.cuda, w, out.cuda); });
-    w.top_k = 2;
-    w.routing.score = MoeRouting::Score::Sigmoid;
-    expect_error(report, "moe refuses LLaDA2's sigmoid routing (not on CUDA yet)",
-                 [&] { tw.cuda().moe(x.cuda, w, out.cuda); });
   });
 }
 
@@ -464,8 +460,8 @@ Fp8Twin fp8_experts(Twins& tw, const std::vector<float>& w, int64_t N, int64_t K
 
 // FP8 experts (docs/fp8.md), per channel and in 128x128 tiles, against the CPU op on the same codes:
 // the element-wise and copy-engine paths (rows of 16 bytes or not), partial 128-column k blocks,
-// tiles of each row count, more than one chunk of routes, SDAR-30B-A3B's layer at 1 to 2,048
-// tokens, a held run of the experts, and LLaDA2-mini's layer with its FP8 shared expert.
+// more than one chunk of routes, SDAR-30B-A3B's layer at 1 and 512 tokens, a held run of the
+// experts, and LLaDA2-mini's layer with its FP8 shared expert.
 // Activations span magnitudes (x scaled per row by powers of two), so the per-row scales differ.
 void test_moe_fp8(Report& report, Twins& tw, std::mt19937& rng) {
   struct Case {
@@ -477,9 +473,8 @@ void test_moe_fp8(Report& report, Twins& tw, std::mt19937& rng) {
     const bool tiles = scaling == Fp8Scaling::Block128;
     for (Case c :
          {Case{9, 40, 8, 24, 2}, Case{5, 33, 8, 17, 8}, Case{1, 2048, 128, 768, 8}, Case{33, 256, 16, 96, 4},
-          Case{300, 136, 8, 192, 2}, Case{700, 200, 16, 128, 4}, Case{700, 208, 16, 128, 4}, Case{5000, 64, 12, 64, 8},
-          Case{64, 2048, 128, 768, 8}, Case{512, 2048, 128, 768, 8}, Case{2048, 2048, 128, 768, 8},
-          Case{512, 2048, 128, 768, 8, 2}, Case{300, 2048, 256, 512, 8, 1, true}}) {
+          Case{300, 136, 8, 192, 2}, Case{700, 208, 16, 128, 4}, Case{5000, 64, 12, 64, 8},
+          Case{512, 2048, 128, 768, 8}, Case{512, 2048, 128, 768, 8, 2}, Case{300, 2048, 256, 512, 8, 1, true}}) {
       if (tiles && c.I % 64 != 0) continue;  // refused below
       const std::string name = shape_name("moe fp8 T,H,E,I,top_k,runs", {c.T, c.H, c.E, c.I, c.top_k, c.runs}) +
                                (tiles ? " 128x128 tiles" : " per-channel") + (c.llada2 ? " LLaDA2 + shared" : "");
