@@ -44,8 +44,6 @@ class CudaBackend final : public Backend {
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;  // elementwise.cu
   void matmul(const Tensor& x, const Tensor& w, Tensor& out) override;           // gemm.cu
   bool supports_fp8() const override { return true; }
-  // Off until the kernels (moe.cu's sigmoid routing and shared expert, norm_rope.cu's partial
-  // RoPE) have passed their parity tests (tests/gpu/test_ops.cpp, llada2_parity.py) on a GPU.
   void matmul_fp8(const Tensor& x, const Linear& w, Tensor& out) override;          // fp8_gemm.cu
   void rmsnorm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;  // norm_rope.cu
   void add_rmsnorm(Tensor& residual, const Tensor& x, const Tensor& w, float eps, Tensor& out) override;

@@ -1,9 +1,9 @@
 // The matmul_fp8 op (docs/fp8.md): out[M, N] = x[M, K] · wᵀ for an FP8 weight, x bf16. x is
 // quantized to e4m3 first, with one scale per row (per-channel weights) or per row and 128
-// columns (128x128 weight tiles), into scratch; then the product of codes runs, its fp32 sums
-// scaled back: up to 8 rows on the weight-streaming kernel (skinny_gemm.h, per-channel), else on
-// cuBLASLt's FP8 GEMMs with their scale modes (gemm_plans.h). The conversion is the hardware's
-// round-to-nearest-even with saturation, which the CPU backend's f32_to_e4m3 matches.
+// columns (128x128 weight tiles), into scratch, by fp8_codes.cuh's rule; then the product of
+// codes runs, its fp32 sums scaled back: up to 8 rows on the weight-streaming kernel
+// (skinny_gemm.h, per-channel), else on cuBLASLt's FP8 GEMMs with their scale modes
+// (gemm_plans.h).
 //
 // cuBLASLt's 128-block modes (measured on its Hopper kernels) take x's scales as [ceil(K/128), M]
 // with M fastest and M a multiple of 4, and the weight's tile scales row-major with each row
@@ -11,11 +11,10 @@
 // extra rows zero), the product of an M that is not a multiple of 4 goes to scratch and its M
 // rows are copied out, and a weight whose K/128 is not a multiple of 4 has its scales re-laid
 // into scratch per call (a few hundred floats).
-#include <cuda_fp8.h>
-
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/gemm_plans.h"
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/cuda/skinny_gemm.h"
@@ -40,9 +39,7 @@ int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 __device__ __forceinline__ void store_codes(const BfPack<kPack>& v, float scale, uint8_t* codes) {
   uint8_t out[kPack];
 #pragma unroll
-  for (int i = 0; i < kPack; ++i) {
-    out[i] = __nv_cvt_float_to_fp8(__bfloat162float(v.v[i]) / scale, __NV_SATFINITE, __NV_E4M3);
-  }
+  for (int i = 0; i < kPack; ++i) out[i] = e4m3_code(__bfloat162float(v.v[i]), scale);
   *reinterpret_cast<uint2*>(codes) = *reinterpret_cast<const uint2*>(out);
 }
 
@@ -52,9 +49,6 @@ __device__ __forceinline__ float pack_amax(const BfPack<kPack>& v) {
   for (int i = 0; i < kPack; ++i) amax = fmaxf(amax, fabsf(__bfloat162float(v.v[i])));
   return amax;
 }
-
-// scale = amax / 448, or 1 for an all-zero group (fp8.h's e4m3_scale).
-__device__ __forceinline__ float group_scale(float amax) { return amax > 0.0f ? amax / 448.0f : 1.0f; }
 
 // One block per row of x [M, K]: codes [M, K] and scales [M]. The first kHeldPacks packs of each
 // thread stay in registers between the amax and the conversion, so rows up to
@@ -79,7 +73,7 @@ __global__ void __launch_bounds__(kRowThreads)
     }
   }
   for (int64_t k = rest; k < K; k += kStride) amax = fmaxf(amax, pack_amax(load_pack<kPack>(src + k)));
-  const float scale = group_scale(block_reduce(amax, MaxOp{}, 0.0f));
+  const float scale = e4m3_group_scale(block_reduce(amax, MaxOp{}, 0.0f));
 #pragma unroll
   for (int j = 0; j < kHeldPacks; ++j) {
     if (first + j * kStride < K) store_codes(held[j], scale, dst + first + j * kStride);
@@ -101,7 +95,7 @@ __global__ void __launch_bounds__(kTileThreads* kTileGroupsPerBlock)
   BfPack<kPack> v{};
   if (in_codes && row < M) v = load_pack<kPack>(x + row * K + k);
   // Every lane takes part in the reduction; the idle ones bring 0.
-  const float scale = group_scale(lane_group_reduce<kTileThreads>(in_codes ? pack_amax(v) : 0.0f, MaxOp{}));
+  const float scale = e4m3_group_scale(lane_group_reduce<kTileThreads>(in_codes ? pack_amax(v) : 0.0f, MaxOp{}));
   if (!in_codes) return;
   store_codes(v, scale, codes + row * K + k);
   if (k == kb * 128) scales[kb * rows + row] = scale;

@@ -11,12 +11,12 @@
 // a run of the experts (expert parallelism) sort and run only their routes; the others add
 // nothing. Scratch lives in a buffer of the backend that grows to the largest call; tokens are
 // taken in chunks so that it stays bounded.
-#include <cuda_fp8.h>
-
 #include <algorithm>
 #include <cfloat>
+#include <type_traits>
 
 #include "backend/cuda/expert_gemm.cuh"
+#include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/kernel_util.cuh"
 #include "backend/op_checks.h"
 
@@ -294,7 +294,7 @@ __device__ __forceinline__ float as_float(bf16 v) { return __bfloat162float(v); 
 
 // codes[row] = source row `row` in e4m3 (with `sorted`: x's row of the token of route
 // sorted[row], so gate/up's FP8 A rows come out in sorted order), one warp a row, with one scale
-// per row or, `per_block`, per 128 columns (docs/fp8.md §2-3): scales [rows] or
+// per row or, `per_block`, per 128 columns, by fp8_codes.cuh's rule: scales [rows] or
 // [rows, ceil(K/128)]. Sources: x (bf16) and FP8 experts' hidden activations (fp32).
 template <typename Source>
 __global__ void quantize_rows_kernel(const Source* src, const int32_t* sorted, int top_k, int64_t rows, int64_t K,
@@ -310,10 +310,8 @@ __global__ void quantize_rows_kernel(const Source* src, const int32_t* sorted, i
       float amax = 0.0f;
       for (int64_t k = k0 + lane; k < k1; k += 32) amax = fmaxf(amax, fabsf(as_float(from[k])));
       amax = warp_max(amax);
-      const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
-      for (int64_t k = k0 + lane; k < k1; k += 32) {
-        to[k] = __nv_cvt_float_to_fp8(as_float(from[k]) / scale, __NV_SATFINITE, __NV_E4M3);
-      }
+      const float scale = e4m3_group_scale(amax);
+      for (int64_t k = k0 + lane; k < k1; k += 32) to[k] = e4m3_code(as_float(from[k]), scale);
       if (lane == 0) scales[row * groups + g] = scale;
     }
   }
@@ -559,6 +557,31 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
   const ChunkScratch s(reinterpret_cast<uintptr_t>(raw.data), chunk);
   const int element_bytes = fp8 ? 1 : 2;
 
+  // The shared expert, into its own scratch: through the matmul op its products and output in
+  // fp32 and its activations rounded once, as the routed experts' are; FP8 through matmul_fp8,
+  // whose outputs are bf16 (`Product`). The combine adds it.
+  auto shared_expert_and_combine = [&](const Tensor& x_chunk, bf16* out_chunk, auto product_type) {
+    using Product = decltype(product_type);
+    constexpr bool kFp8 = std::is_same_v<Product, bf16>;
+    const int64_t tokens = x_chunk.dim(0);
+    const DType product = kFp8 ? DType::BF16 : DType::F32;
+    Tensor gate_up(s.shared_gate_up, product, {tokens, 2 * S}), act(s.shared_hidden, DType::BF16, {tokens, S});
+    Tensor shared_out(s.shared_out, product, {tokens, H});
+    auto project = [&](const Tensor& in, const Linear& weight, Tensor& result) {
+      if constexpr (kFp8) {
+        matmul_fp8(in, weight, result);
+      } else {
+        matmul(in, weight.weight, result);
+      }
+    };
+    project(x_chunk, w.shared_gate_up, gate_up);
+    launch_kernel("shared_swiglu_kernel", shared_swiglu_kernel<Product>, blocks_for(tokens * S, 256), 256, 0, stream_,
+                  gate_up.ptr<Product>(), tokens, S, s.shared_hidden);
+    project(act, w.shared_down, shared_out);
+    launch_combine<Product>(s, expert0, static_cast<int>(held), tokens, top_k, H, shared_out.ptr<Product>(), out_chunk,
+                            stream_);
+  };
+
   for (int64_t t0 = 0; t0 < T; t0 += chunk_tokens) {
     const int64_t tokens = std::min(chunk_tokens, T - t0), routes = tokens * top_k;
     const Tensor x_chunk = x.rows(t0, t0 + tokens);
@@ -628,29 +651,13 @@ void CudaBackend::moe(const Tensor& x, const MoeWeights& w, Tensor& out) {
     }
     launch_expert_gemm<Product::Down>(down_ops, tma, rows, args, maps, tiles, stream_);
 
-    // The shared expert, into its own scratch: through the matmul op its products and output in
-    // fp32 and its activations rounded once, as the routed experts' are; FP8 through matmul_fp8,
-    // whose outputs are bf16. The combine adds it.
     bf16* out_chunk = out.ptr<bf16>() + t0 * H;
     if (!w.shared_down.weight.data) {
       launch_combine<float>(s, expert0, static_cast<int>(held), tokens, top_k, H, nullptr, out_chunk, stream_);
-    } else if (!w.shared_down.fp8()) {
-      Tensor gate_up(s.shared_gate_up, DType::F32, {tokens, 2 * S}), act(s.shared_hidden, DType::BF16, {tokens, S});
-      Tensor shared_out(s.shared_out, DType::F32, {tokens, H});
-      matmul(x_chunk, w.shared_gate_up.weight, gate_up);
-      launch_kernel("shared_swiglu_kernel", shared_swiglu_kernel<float>, blocks_for(tokens * S, 256), 256, 0, stream_,
-                    static_cast<const float*>(s.shared_gate_up), tokens, S, s.shared_hidden);
-      matmul(act, w.shared_down.weight, shared_out);
-      launch_combine<float>(s, expert0, static_cast<int>(held), tokens, top_k, H, s.shared_out, out_chunk, stream_);
+    } else if (w.shared_down.fp8()) {
+      shared_expert_and_combine(x_chunk, out_chunk, bf16{});
     } else {
-      Tensor gate_up(s.shared_gate_up, DType::BF16, {tokens, 2 * S}), act(s.shared_hidden, DType::BF16, {tokens, S});
-      Tensor shared_out(s.shared_out, DType::BF16, {tokens, H});
-      matmul_fp8(x_chunk, w.shared_gate_up, gate_up);
-      launch_kernel("shared_swiglu_kernel", shared_swiglu_kernel<bf16>, blocks_for(tokens * S, 256), 256, 0, stream_,
-                    static_cast<const bf16*>(gate_up.data), tokens, S, s.shared_hidden);
-      matmul_fp8(act, w.shared_down, shared_out);
-      launch_combine<bf16>(s, expert0, static_cast<int>(held), tokens, top_k, H,
-                           static_cast<const bf16*>(shared_out.data), out_chunk, stream_);
+      shared_expert_and_combine(x_chunk, out_chunk, float{});
     }
   }
 }
