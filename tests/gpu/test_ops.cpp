@@ -521,29 +521,31 @@ void test_moe_fp8(Report& report, Twins& tw, std::mt19937& rng) {
         tw.cpu().moe(x.cpu, w_cpu, out.cpu);
         tw.cuda().moe(x.cuda, w_cuda, out.cuda);
         const std::vector<float> got = tw.cuda_values(out.cuda), expected = tw.cpu_values(out.cpu);
-        if (!c.llada2) {
-          // Both quantize the same x codes and fp32 hidden activations, so only the fp32
-          // summation order differs (and a near-tie in routing, as in test_moe).
-          expect_rows_close(report, name, got, expected, c.H, kRtol, c.T / 1024);
-          return;
-        }
-        // The shared expert runs through matmul_fp8, whose bf16 outputs round its activations
-        // before their quantization (the CPU op's stay fp32): about one code in 32 lands one
-        // e4m3 step away. So this case is held to FP8's own error instead: the two backends'
-        // FP8 outputs must differ by well under what FP8 differs from float: the CPU op on the
-        // float weights the codes were quantized from.
+        // Held to FP8's own error, not the bf16 rule: the tensor cores sum e4m3 products at about
+        // 1e-4 of fp32 (within each 128 columns of k; the CPU op's sums are fp32), which moves a
+        // few hidden activations across an e4m3 rounding boundary, one code step (1/16) each. In
+        // rows whose activations the case scales by 4 or 8, SiLU leaves a few hidden values
+        // dominant, so such a step moves the row by a few percent, past the bf16 rule (the same
+        // rows fail it when the CPU op's gate/up sums get noise of that size). LLaDA2's shared
+        // expert runs through matmul_fp8, whose bf16 outputs round its activations before their
+        // quantization (the CPU op's stay fp32). So the two backends' FP8 outputs must differ by
+        // well under what FP8 differs from float: the CPU op on the float weights the codes were
+        // quantized from.
         MoeWeights w_float = w_cpu;
         const std::vector<float> held_gate_up(gate_up_values.begin(),
                                               gate_up_values.begin() + gate_up_values.size() / c.runs);
         const std::vector<float> held_down(down_values.begin(), down_values.begin() + down_values.size() / c.runs);
         Twin float_gate_up = tw.floats({held, 2 * c.I, c.H}, held_gate_up);
         Twin float_down = tw.floats({held, c.H, c.I}, held_down);
-        Twin float_shared_gate_up = tw.floats({2 * c.I, c.H}, shared_gate_up_values);
-        Twin float_shared_down = tw.floats({c.H, c.I}, shared_down_values);
         w_float.gate_up = {float_gate_up.cpu};
         w_float.down = {float_down.cpu};
-        w_float.shared_gate_up = {float_shared_gate_up.cpu};
-        w_float.shared_down = {float_shared_down.cpu};
+        Twin float_shared_gate_up, float_shared_down;
+        if (c.llada2) {
+          float_shared_gate_up = tw.floats({2 * c.I, c.H}, shared_gate_up_values);
+          float_shared_down = tw.floats({c.H, c.I}, shared_down_values);
+          w_float.shared_gate_up = {float_shared_gate_up.cpu};
+          w_float.shared_down = {float_shared_down.cpu};
+        }
         Twin out_float = tw.poisoned({c.T, c.H});
         tw.cpu().moe(x.cpu, w_float, out_float.cpu);
         const std::vector<float> float_values = tw.cpu_values(out_float.cpu);
