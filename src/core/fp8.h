@@ -16,8 +16,8 @@ float e4m3_to_f32(uint8_t code);
 
 // The scale of a group of values whose largest magnitude is `amax`: the group is stored as
 // e4m3(x / scale) and read back as code * scale, so its largest value lands on ±448. An all-zero
-// group gets scale 1.
-inline float e4m3_scale(float amax) { return amax > 0.0f ? amax / kE4m3Max : 1.0f; }
+// group gets scale 1. constexpr, so that the CUDA kernels call it too.
+constexpr float e4m3_scale(float amax) { return amax > 0.0f ? amax / kE4m3Max : 1.0f; }
 
 // Quantizes n values with one scale: codes[i] = e4m3(x[i] / scale); returns the scale.
 float quantize_e4m3(const float* x, int64_t n, uint8_t* codes);

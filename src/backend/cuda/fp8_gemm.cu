@@ -1,6 +1,6 @@
 // The matmul_fp8 op (docs/fp8.md): out[M, N] = x[M, K] · wᵀ for an FP8 weight, x bf16. x is
 // quantized to e4m3 first, with one scale per row (per-channel weights) or per row and 128
-// columns (128x128 weight tiles), into scratch, by fp8_codes.cuh's rule; then the product of
+// columns (128x128 weight tiles), into scratch, by core/fp8.h's rule; then the product of
 // codes runs, its fp32 sums scaled back: up to 8 rows on the weight-streaming kernel
 // (skinny_gemm.h, per-channel), else on cuBLASLt's FP8 GEMMs with their scale modes
 // (gemm_plans.h).
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kRowThreads)
     }
   }
   for (int64_t k = rest; k < K; k += kStride) amax = fmaxf(amax, pack_amax(load_pack<kPack>(src + k)));
-  const float scale = e4m3_group_scale(block_reduce(amax, MaxOp{}, 0.0f));
+  const float scale = e4m3_scale(block_reduce(amax, MaxOp{}, 0.0f));
 #pragma unroll
   for (int j = 0; j < kHeldPacks; ++j) {
     if (first + j * kStride < K) store_codes(held[j], scale, dst + first + j * kStride);
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(kTileThreads* kTileGroupsPerBlock)
   BfPack<kPack> v{};
   if (in_codes && row < M) v = load_pack<kPack>(x + row * K + k);
   // Every lane takes part in the reduction; the idle ones bring 0.
-  const float scale = e4m3_group_scale(lane_group_reduce<kTileThreads>(in_codes ? pack_amax(v) : 0.0f, MaxOp{}));
+  const float scale = e4m3_scale(lane_group_reduce<kTileThreads>(in_codes ? pack_amax(v) : 0.0f, MaxOp{}));
   if (!in_codes) return;
   store_codes(v, scale, codes + row * K + k);
   if (k == kb * 128) scales[kb * rows + row] = scale;

@@ -294,7 +294,7 @@ __device__ __forceinline__ float as_float(bf16 v) { return __bfloat162float(v); 
 
 // codes[row] = source row `row` in e4m3 (with `sorted`: x's row of the token of route
 // sorted[row], so gate/up's FP8 A rows come out in sorted order), one warp a row, with one scale
-// per row or, `per_block`, per 128 columns, by fp8_codes.cuh's rule: scales [rows] or
+// per row or, `per_block`, per 128 columns, by core/fp8.h's rule: scales [rows] or
 // [rows, ceil(K/128)]. Sources: x (bf16) and FP8 experts' hidden activations (fp32).
 template <typename Source>
 __global__ void quantize_rows_kernel(const Source* src, const int32_t* sorted, int top_k, int64_t rows, int64_t K,
@@ -310,7 +310,7 @@ __global__ void quantize_rows_kernel(const Source* src, const int32_t* sorted, i
       float amax = 0.0f;
       for (int64_t k = k0 + lane; k < k1; k += 32) amax = fmaxf(amax, fabsf(as_float(from[k])));
       amax = warp_max(amax);
-      const float scale = e4m3_group_scale(amax);
+      const float scale = e4m3_scale(amax);
       for (int64_t k = k0 + lane; k < k1; k += 32) to[k] = e4m3_code(as_float(from[k]), scale);
       if (lane == 0) scales[row * groups + g] = scale;
     }
