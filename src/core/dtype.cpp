@@ -6,6 +6,20 @@
 
 namespace jet {
 
+namespace {
+
+// Conversions of whole weight tensors (hundreds of MB at load) are split over threads; small ones
+// stay on the calling thread, where starting a team would cost more than the loop.
+constexpr size_t kParallelElements = size_t{1} << 20;
+
+template <typename Convert>
+void convert_each(size_t n, Convert convert) {
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
+  for (size_t i = 0; i < n; ++i) convert(i);
+}
+
+}  // namespace
+
 std::string_view dtype_name(DType t) {
   switch (t) {
     case DType::F32:
@@ -79,17 +93,17 @@ void convert_to_f32(DType from, const void* src, float* dst, size_t n) {
       return;
     case DType::BF16: {
       const auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+      convert_each(n, [&](size_t i) { dst[i] = bf16_to_f32(s[i]); });
       return;
     }
     case DType::F16: {
       const auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      convert_each(n, [&](size_t i) { dst[i] = f16_to_f32(s[i]); });
       return;
     }
     case DType::F8E4M3: {
       const auto* s = static_cast<const uint8_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = e4m3_to_f32(s[i]);
+      convert_each(n, [&](size_t i) { dst[i] = e4m3_to_f32(s[i]); });
       return;
     }
     case DType::I32:
@@ -105,12 +119,12 @@ void convert_from_f32(DType to, const float* src, void* dst, size_t n) {
       return;
     case DType::BF16: {
       auto* d = static_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+      convert_each(n, [&](size_t i) { d[i] = f32_to_bf16(src[i]); });
       return;
     }
     case DType::F16: {
       auto* d = static_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
+      convert_each(n, [&](size_t i) { d[i] = f32_to_f16(src[i]); });
       return;
     }
     case DType::F8E4M3:

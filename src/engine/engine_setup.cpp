@@ -2,6 +2,8 @@
 // the request limits and chat template read, and the KV cache and decode slots sized and
 // allocated (again after free_all_resources).
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 
 #include "core/log.h"
@@ -28,7 +30,9 @@ Engine::Impl::Impl(const EngineOptions& opts)
             "'");
   JET_CHECK(options.num_threads >= 0 && options.num_threads <= kMaxThreads, "num_threads must be in [0, ", kMaxThreads,
             "] (0 = all cores), got ", options.num_threads);
+  const auto load_start = std::chrono::steady_clock::now();
   model = std::make_unique<ModelRanks>(options, options.profile_ops ? op_profile : nullptr);
+  const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   const ModelConfig& c = model->config();
   const Backend& backend = model->backend();
   log_info("weights: ", (model->model().weight_bytes() + (1 << 19)) >> 20, " MiB (", family_name(c.family), ", ",
@@ -37,7 +41,8 @@ Engine::Impl::Impl(const EngineOptions& opts)
                                    model->model().shard().expert_parallel
                                        ? str(" (", model->model().shard().experts, " whole experts each)")
                                        : "")
-                             : "");
+                             : "",
+           ", loaded in ", std::round(load_seconds * 10) / 10, " s");
 
   block_length = options.block_length > 0 ? options.block_length : c.block_size;
   JET_CHECK(options.block_length >= 0, "block_length must be >= 1 (or 0 for the model's), got ", options.block_length);

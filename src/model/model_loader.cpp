@@ -4,12 +4,15 @@
 // backend's compute dtype, or kept / quantized as FP8 (docs/fp8.md). Each checkpoint tensor's place is remembered for
 // in-place updates. load_model can also fill the model with random weights (model/random_weights.h) instead.
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "core/fp8.h"
+#include "core/log.h"
 #include "model/checkpoint.h"
 #include "model/fp8_weights.h"
 #include "model/model.h"
@@ -19,6 +22,8 @@
 namespace jet {
 
 namespace {
+
+constexpr std::chrono::seconds kLoadProgressInterval{10};
 
 // Elements of `part` of t.
 int64_t part_numel(const TensorInfo& t, const TensorPart& part) {
@@ -409,7 +414,19 @@ void Model::load(const TensorSource& source) {
   WeightBuilder b(backend_, source, w, slots);
   const ModelWeightNames names = model_weight_names(config_);
   w.embed = b.single(names.embed);
-  for (int64_t l = 0; l < config_.layers; ++l) w.layers.push_back(build_layer(config_, shard_, l, quantize_fp8_, b));
+  // A large model takes a while (conversion and quantization run on the host): rank 0 says how
+  // far it is every few seconds, as other engines show a progress bar.
+  const auto start = std::chrono::steady_clock::now();
+  auto last_report = start;
+  for (int64_t l = 0; l < config_.layers; ++l) {
+    w.layers.push_back(build_layer(config_, shard_, l, quantize_fp8_, b));
+    const auto now = std::chrono::steady_clock::now();
+    if (shard_.rank == 0 && l + 1 < config_.layers && now - last_report >= kLoadProgressInterval) {
+      last_report = now;
+      log_info("weights: ", l + 1, " of ", config_.layers, " layers loaded (",
+               std::lround(std::chrono::duration<double>(now - start).count()), " s)");
+    }
+  }
   w.final_norm = b.single(names.final_norm);
   // The LM head's rows of this rank's vocabulary slice (a view of the embedding when tied).
   const ModelShard& s = shard_;

@@ -49,11 +49,11 @@ RandomWeights::RandomWeights(const ModelConfig& config, uint64_t seed)
                         : t.name == names.lm_head ? kLogitStd / std::sqrt(fan_in)
                                                   : 1.0f / std::sqrt(fan_in);
     const float offset = is_norm ? 1.0f : 0.0f;
-    std::vector<uint16_t>& data = storage_[k];
-    data.resize(static_cast<size_t>(n));
+    storage_[k] = std::make_unique_for_overwrite<uint16_t[]>(static_cast<size_t>(n));
+    uint16_t* data = storage_[k].get();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) data[i] = f32_to_bf16(offset + scale * unit_uniform(seed, k, i));
-    tensors_.add(TensorInfo{t.name, DType::BF16, t.shape, data.data(), data.size() * sizeof(uint16_t)});
+    tensors_.add(TensorInfo{t.name, DType::BF16, t.shape, data, static_cast<size_t>(n) * sizeof(uint16_t)});
   }
 }
 

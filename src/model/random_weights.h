@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,9 @@ class RandomWeights final : public TensorSource {
   std::string description() const override { return tensors_.description(); }
 
  private:
-  std::vector<std::vector<uint16_t>> storage_;  // bf16 bits, one vector per tensor
+  // bf16 bits, one array per tensor: uninitialised until filled, so the threads that fill it
+  // also fault its pages in.
+  std::vector<std::unique_ptr<uint16_t[]>> storage_;
   TensorMap tensors_;
 };
 
