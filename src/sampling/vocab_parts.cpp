@@ -1,8 +1,4 @@
-// Sampling a row split by vocabulary (vocab_parts.h). A part holds its slice's distribution
-// normalised on its own; with share_r = exp(log_mass_r - ln Σ_r exp(log_mass_r)), id i of slice r
-// has probability share_r * p_r(i), the entropy is Σ_r share_r (H_r - ln share_r), and since
-// ln p + g differs from the slice's own ln p_r + g by ln share_r for every id of the slice, the
-// whole row's Gumbel-max winner is the best of the slices' winners so shifted.
+// sample_vocab_part (vocab_parts.h): one rank's part of a row, on the CPU.
 #include "sampling/vocab_parts.h"
 
 #include <algorithm>
@@ -55,7 +51,6 @@ VocabPart sample_vocab_part(float* logits, int n, int vocab0, int vocab, const S
   part.log_mass_low = static_cast<float>(log_mass - part.log_mass);
   part.entropy = static_cast<float>(stats.entropy);
   part.greedy_p = probs[greedy];
-  part.top1_id = static_cast<float>(vocab0 + stats.top_id);
   part.top1_p = stats.p1;
   part.top2_p = stats.p2;
   if (!sampled) return part;
@@ -86,108 +81,6 @@ VocabPart sample_vocab_part(float* logits, int n, int vocab0, int vocab, const S
   part.draw_score_low = static_cast<float>(score - part.draw_score);
   part.draw_p = probs[drawn];
   return part;
-}
-
-PositionSample combine_vocab_parts(const VocabPart* parts, int64_t stride, int num_parts, const SlotParams& params,
-                                   int vocab, int32_t position, int32_t global_step) {
-  JET_ASSERT(num_parts >= 1, "no vocabulary parts");
-  const auto part = [&](int r) -> const VocabPart& { return parts[r * stride]; };
-  float max_mass = kNegInf;
-  for (int r = 0; r < num_parts; ++r) max_mass = std::max(max_mass, part(r).log_mass);
-  PositionSample out;
-  if (!(max_mass > kNegInf)) {  // every id masked: as the whole row, nothing can be drawn
-    out.token = static_cast<int32_t>(part(0).greedy_id);
-    out.logprob = std::log(1e-12f);
-    return out;
-  }
-  const auto mass_of = [&](int r) { return double{part(r).log_mass} + part(r).log_mass_low; };
-  double total = 0.0;
-  for (int r = 0; r < num_parts; ++r) total += std::exp(mass_of(r) - max_mass);
-  const double log_total = max_mass + std::log(total);
-  std::vector<double> share(num_parts);
-  double entropy = 0.0;
-  float p1 = 0.0f, p2 = 0.0f;
-  for (int r = 0; r < num_parts; ++r) {
-    share[r] = std::exp(mass_of(r) - log_total);
-    if (!(share[r] > 0.0)) continue;
-    entropy += share[r] * (double{part(r).entropy} - std::log(share[r]));
-    for (const float p :
-         {static_cast<float>(part(r).top1_p * share[r]), static_cast<float>(part(r).top2_p * share[r])}) {
-      if (p > p1) {
-        p2 = p1;
-        p1 = p;
-      } else if (p > p2) {
-        p2 = p;
-      }
-    }
-  }
-  out.entropy = static_cast<float>(entropy);
-  out.margin = vocab > 1 ? p1 - p2 : 0.0f;
-
-  if (params.temperature <= 0.0f) {
-    int best = -1;  // the largest logit; a later slice wins only by a larger one (lowest id on ties)
-    for (int r = 0; r < num_parts; ++r) {
-      if (share[r] > 0.0 && (best < 0 || part(r).greedy_logit > part(best).greedy_logit)) best = r;
-    }
-    out.token = static_cast<int32_t>(part(best).greedy_id);
-    out.confidence = static_cast<float>(part(best).greedy_p * share[best]);
-  } else if (uses_top_k(params, vocab)) {
-    struct Candidate {
-      int32_t id;
-      float p;
-    };
-    std::vector<Candidate> candidates;
-    for (int r = 0; r < num_parts; ++r) {
-      for (int k = 0; k < static_cast<int>(part(r).candidates); ++k) {
-        candidates.push_back(
-            {static_cast<int32_t>(part(r).candidate_id[k]), static_cast<float>(part(r).candidate_p[k] * share[r])});
-      }
-    }
-    std::sort(candidates.begin(), candidates.end(),
-              [](const Candidate& a, const Candidate& b) { return a.p > b.p || (a.p == b.p && a.id < b.id); });
-    size_t kept = std::min(candidates.size(), static_cast<size_t>(params.top_k));
-    if (params.top_p < 1.0f) {  // the shortest prefix whose mass, renormalised over the top_k, reaches top_p
-      double mass = 0.0, cumulative = 0.0;
-      for (size_t i = 0; i < kept; ++i) mass += candidates[i].p;
-      for (size_t i = 0; i < kept; ++i) {
-        cumulative += candidates[i].p;
-        if (cumulative / mass >= params.top_p) {
-          kept = i + 1;
-          break;
-        }
-      }
-    }
-    const uint64_t prefix =
-        uniform_prefix(params.seed, static_cast<uint64_t>(position), static_cast<uint64_t>(global_step));
-    size_t best = 0;
-    double best_score = -std::numeric_limits<double>::infinity();
-    for (size_t i = 0; i < kept; ++i) {
-      if (!(candidates[i].p > 0.0f)) continue;
-      const double score = std::log(double{candidates[i].p}) -
-                           std::log(-std::log(uniform_lane(prefix, static_cast<uint64_t>(candidates[i].id))));
-      if (score > best_score || (score == best_score && candidates[i].id < candidates[best].id)) {
-        best = i;
-        best_score = score;
-      }
-    }
-    out.token = candidates[best].id;
-    out.confidence = candidates[best].p;
-  } else {
-    int best = -1;
-    double best_score = 0.0;
-    for (int r = 0; r < num_parts; ++r) {
-      if (!(share[r] > 0.0)) continue;
-      const double score = double{part(r).draw_score} + part(r).draw_score_low + std::log(share[r]);
-      if (best < 0 || score > best_score) {
-        best = r;
-        best_score = score;
-      }
-    }
-    out.token = static_cast<int32_t>(part(best).draw_id);
-    out.confidence = static_cast<float>(part(best).draw_p * share[best]);
-  }
-  out.logprob = std::log(std::max(out.confidence, 1e-12f));
-  return out;
 }
 
 }  // namespace jet

@@ -9,7 +9,10 @@
 // element compared. Committed tokens and trajectory must match exactly except for rare near-ties
 // of the fp32 softmax (counted, reported, at most 0.5%); logprobs / entropies to 1e-4; everything
 // else bit for bit (logprobs and entropies start as NaN, so an element the GPU forgot to write
-// fails). Then bad input, and the time of one step at batch 128, B = 4, V = 151936.
+// fails). Each case is stepped a second time as tensor-parallel ranks holding the LM head by
+// vocabulary would (sample_vocab_parts on uneven slices, the parts summed, combine_vocab_parts;
+// place_vocab_columns and sample_positions when a slot's draw needs whole rows), against the same
+// CPU reference. Then bad input, and the time of one step at batch 128, B = 4, V = 151936.
 //
 // A plain program (PASS / FAIL lines, non-zero exit on failure): target test_decode of
 // tests/gpu/CMakeLists.txt, run by tests/gpu/run.sh. test_decode [--quick]: --quick compares the
@@ -35,6 +38,7 @@
 #include "sampling/remasking.h"
 #include "sampling/remasking_rules.h"
 #include "sampling/rng.h"
+#include "sampling/vocab_parts.h"
 
 using namespace jet;
 
@@ -187,6 +191,7 @@ class DecodeComparison {
     const int B = c.block_length, V = c.vocab;
     std::mt19937_64 rng(0x5EEDull * 1000003 + static_cast<uint64_t>(c.index));
     DecodeState cst = cpu_.alloc_decode_state(kSlots, B, V), gst = gpu_.alloc_decode_state(kSlots, B, V);
+    DecodeState parts_st = gpu_.alloc_decode_state(kSlots, B, V);  // stepped through vocabulary parts
     std::vector<int32_t> hot(6);
     for (int32_t& id : hot) id = static_cast<int32_t>(rng() % V);
 
@@ -206,8 +211,8 @@ class DecodeComparison {
       std::vector<int32_t> seen(rng() % std::min(300, V / 3));
       for (int32_t& id : seen) id = rng() % 3 == 0 ? hot[rng() % hot.size()] : static_cast<int32_t>(rng() % V);
       const std::vector<float> nans(B, kNaN);
-      for (Backend* be : {&cpu_, &gpu_}) {
-        DecodeState& st = be == &cpu_ ? cst : gst;
+      for (auto [be, state] : {std::pair{&cpu_, &cst}, std::pair{&gpu_, &gst}, std::pair{&gpu_, &parts_st}}) {
+        DecodeState& st = *state;
         be->set_slot_params(st, s, params[s]);
         be->start_block(st, s, block, params[s].mask_id);
         be->upload(st.trajectory.ptr<int32_t>() + s * B, traj.data(), B * sizeof(int32_t));
@@ -267,9 +272,31 @@ class DecodeComparison {
                             gst);
     }
     gpu_.commit_step(gpu_rows, num_rows, num_logits, gst);
-    compare(c, rows, tokens, params, snapshot(cpu_, cst), snapshot(gpu_, gst), tally);
+    const StateSnapshot reference = snapshot(cpu_, cst);
+    compare(c, rows, tokens, params, reference, snapshot(gpu_, gst), tally);
     ++tally.cases;
+
+    // The same step with the logits split by vocabulary over ranks, as tensor-parallel ranks hold
+    // the LM head: uneven slices, in some cases one of slot 0's mask id alone.
+    std::vector<int> bounds{0, V};
+    for (int k = 0; k < 3; ++k) bounds.push_back(1 + static_cast<int>(rng() % (V - 1)));
+    if (c.index % 2 == 0) bounds.insert(bounds.end(), {params[0].mask_id, params[0].mask_id + 1});
+    std::sort(bounds.begin(), bounds.end());
+    bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+    bool whole_rows = false;
+    for (const StepRow& r : rows) whole_rows = whole_rows || needs_whole_rows(params[r.slot], V);
+    for (int64_t first = 0; first < num_logits; first += chunk) {
+      step_vocab_parts(logits, V, first, std::min(num_logits, first + chunk), bounds, whole_rows, gpu_rows, num_rows,
+                       parts_st, owner);
+    }
+    gpu_.commit_step(gpu_rows, num_rows, num_logits, parts_st);
+    compare(c, rows, tokens, params, reference, snapshot(gpu_, parts_st), parts_tally_);
+    ++parts_tally_.cases;
+    if (whole_rows) ++whole_rows_cases_;
   }
+
+  const Tally& parts_tally() const { return parts_tally_; }
+  int64_t whole_rows_cases() const { return whole_rows_cases_; }
 
  private:
   void compare(const CaseSpec& c, const std::vector<StepRow>& rows, const std::vector<int32_t>& tokens_before,
@@ -326,9 +353,46 @@ class DecodeComparison {
     if (++tally.failures <= 20) std::printf("  FAIL %s\n", what.c_str());
   }
 
+  // Logits rows [first, end) sampled as ranks holding the vocabulary slices [bounds[r],
+  // bounds[r + 1]) would: each rank's parts (or, when a draw needs them, its columns of whole
+  // rows), summed over the ranks as the all-reduce does, then combined (or sampled).
+  void step_vocab_parts(const std::vector<float>& logits, int V, int64_t first, int64_t end,
+                        const std::vector<int>& bounds, bool whole_rows, const Tensor& rows, int num_rows,
+                        DecodeState& st, std::vector<Buffer>& owner) {
+    const int64_t n_rows = end - first;
+    const int ranks = static_cast<int>(bounds.size()) - 1;
+    const int64_t width = whole_rows ? V : int64_t{ranks} * kVocabPartFloats;
+    std::vector<float> sum(n_rows * width, 0.0f);
+    for (int r = 0; r < ranks; ++r) {
+      const int v0 = bounds[r], n = bounds[r + 1] - bounds[r];
+      std::vector<float> slice(n_rows * n);
+      for (int64_t i = 0; i < n_rows; ++i) {
+        std::copy_n(logits.data() + (first + i) * V + v0, n, slice.data() + i * n);
+      }
+      const Tensor slice_t = upload_tensor(gpu_, owner, DType::F32, {n_rows, n}, slice.data());
+      Tensor out = whole_rows ? gpu_.alloc_tensor(owner, DType::F32, {n_rows, V})
+                              : gpu_.alloc_tensor(owner, DType::F32, {ranks, n_rows, kVocabPartFloats});
+      if (whole_rows) {
+        gpu_.place_vocab_columns(slice_t, v0, out);
+      } else {
+        gpu_.sample_vocab_parts(slice_t, v0, first, rows, num_rows, st, out, r);
+      }
+      const std::vector<float> got = download<float>(gpu_, out);
+      for (size_t k = 0; k < sum.size(); ++k) sum[k] += got[k];
+    }
+    if (whole_rows) {
+      gpu_.sample_positions(upload_tensor(gpu_, owner, DType::F32, {n_rows, V}, sum.data()), first, rows, num_rows, st);
+    } else {
+      gpu_.combine_vocab_parts(upload_tensor(gpu_, owner, DType::F32, {ranks, n_rows, kVocabPartFloats}, sum.data()),
+                               first, rows, num_rows, st);
+    }
+  }
+
   Backend& cpu_;
   Backend& gpu_;
   int reported_mismatches_ = 0;
+  Tally parts_tally_;
+  int64_t whole_rows_cases_ = 0;
 };
 
 bool compare_backends(Backend& cpu, Backend& gpu, int vocab) {
@@ -347,15 +411,21 @@ bool compare_backends(Backend& cpu, Backend& gpu, int vocab) {
     }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double rate = tally.positions ? static_cast<double>(tally.mismatches) / tally.positions : 0.0;
-  const bool ok = tally.failures == 0 && rate <= kMaxMismatchRate && tally.positions > 0;
-  std::printf(
-      "%s denoise_step vs CPU, V=%d: %lld cases, %lld sampled positions, %lld near-tie mismatches (%.4f%%, "
-      "limit %.1f%%), %lld other differences (%.1f s)\n",
-      ok ? "PASS" : "FAIL", vocab, static_cast<long long>(tally.cases), static_cast<long long>(tally.positions),
-      static_cast<long long>(tally.mismatches), 100.0 * rate, 100.0 * kMaxMismatchRate,
-      static_cast<long long>(tally.failures), seconds);
-  return ok;
+  const auto verdict = [&](const char* what, const Tally& t, const std::string& extra) {
+    const double rate = t.positions ? static_cast<double>(t.mismatches) / t.positions : 0.0;
+    const bool ok = t.failures == 0 && rate <= kMaxMismatchRate && t.positions > 0;
+    std::printf(
+        "%s %s vs CPU, V=%d: %lld cases, %lld sampled positions, %lld near-tie mismatches (%.4f%%, limit %.1f%%), "
+        "%lld other differences%s\n",
+        ok ? "PASS" : "FAIL", what, vocab, static_cast<long long>(t.cases), static_cast<long long>(t.positions),
+        static_cast<long long>(t.mismatches), 100.0 * rate, 100.0 * kMaxMismatchRate,
+        static_cast<long long>(t.failures), extra.c_str());
+    return ok;
+  };
+  const bool whole = verdict("denoise_step", tally, str(" (", seconds, " s)"));
+  const bool parts = verdict("denoise_step from vocabulary parts (uneven slices)", comparison.parts_tally(),
+                             str(", ", comparison.whole_rows_cases(), " cases through whole rows"));
+  return whole && parts;
 }
 
 // ---- Bad input ------------------------------------------------------------------------------------

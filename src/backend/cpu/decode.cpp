@@ -172,6 +172,8 @@ void CpuBackend::combine_vocab_parts(const Tensor& parts, int64_t first_row, con
   const int B = st.block_length;
   check_tensor(parts, "combine_vocab_parts", "parts", DType::F32, {-1, -1, kVocabPartFloats});
   const int64_t ranks = parts.dim(0), R = parts.dim(1);
+  JET_CHECK(ranks >= 1 && ranks <= kMaxVocabParts, "combine_vocab_parts: ", ranks, " parts, outside [1, ",
+            kMaxVocabParts, "]");
   JET_CHECK(first_row >= 0, "combine_vocab_parts: negative first logits row ", first_row);
   const std::vector<StepRow> rows = step_rows("combine_vocab_parts", rows_bytes, num_rows);
   validate_rows("combine_vocab_parts", rows, st, -1);

@@ -58,7 +58,13 @@ class CudaBackend final : public Backend {
   void sample_positions(const Tensor& logits, int64_t first_row, const Tensor& rows, int num_rows,
                         DecodeState& st) override;                                                   // decode.cu
   void commit_step(const Tensor& rows, int num_rows, int64_t num_logits, DecodeState& st) override;  // decode.cu
-  void run_recorded(const std::string& key, const std::function<void()>& work) override;             // graphs.cu
+  bool supports_vocab_parts() const override { return true; }
+  void sample_vocab_parts(const Tensor& logits, int vocab0, int64_t first_row, const Tensor& rows, int num_rows,
+                          DecodeState& st, Tensor& parts, int rank) override;  // decode.cu
+  void combine_vocab_parts(const Tensor& parts, int64_t first_row, const Tensor& rows, int num_rows,
+                           DecodeState& st) override;                                     // decode.cu
+  void place_vocab_columns(const Tensor& logits, int vocab0, Tensor& whole) override;     // decode.cu
+  void run_recorded(const std::string& key, const std::function<void()>& work) override;  // graphs.cu
 
   cudaStream_t stream() const { return stream_; }
   int device() const { return device_; }

@@ -1,12 +1,14 @@
 // CudaBackend's denoise step (docs/decoding.md §3-4) in two ops. sample_positions: one thread
 // block per logits row finds the (row, position) it belongs to (StepRow::logits_row0 + the
 // positions with logits rows before it) and samples it (decode_sampler.cuh) into the decode
-// state's samples. commit_step: one thread block per row rewrites the committed positions its
-// samples edit (token editing), gathers its block's masked candidates in position order with
-// their ranking keys, ranks them with the step's strategy (sampling/remasking_rules.h, the rules
-// the CPU backend uses too) and commits the chosen ones; any block length, its working space the
-// decode state's ranking tensor. Nothing waits for the device: rows are validated
-// there, and a bad row is skipped and reported by the next denoise-step call (see RowFault).
+// state's samples; with the LM head split by vocabulary over tensor-parallel ranks,
+// sample_vocab_parts reduces each row to this rank's part and combine_vocab_parts samples from
+// every rank's parts instead (place_vocab_columns puts whole rows together when a draw needs them). commit_step: one
+// thread block per row rewrites the committed positions its samples edit (token editing), gathers its block's masked
+// candidates in position order with their ranking keys, ranks them with the step's strategy
+// (sampling/remasking_rules.h, the rules the CPU backend uses too) and commits the chosen ones; any block length, its
+// working space the decode state's ranking tensor. Nothing waits for the device: rows are validated there, and a bad
+// row is skipped and reported by the next denoise-step call (see RowFault).
 #include <cstdint>
 #include <cub/block/block_scan.cuh>
 #include <string>
@@ -16,6 +18,7 @@
 #include "backend/cuda/kernel_util.cuh"
 #include "sampling/remasking_rules.h"
 #include "sampling/rng.h"
+#include "sampling/vocab_parts.h"
 
 namespace jet::cuda {
 
@@ -76,9 +79,11 @@ struct StepArgs {
   uint64_t* fault;
 };
 
+// A sampling kernel's shared memory: the sampler's, or the scan that finds a row's position.
+template <typename Sampler>
 struct SampleShared {
   union {
-    SamplerShared sampler;
+    Sampler sampler;
     cub::BlockScan<int, kSampleThreads>::TempStorage scan;
   };
   int position;
@@ -114,12 +119,15 @@ __device__ int nth_sampled_position(const int32_t* block, const StepRow& r, int 
   return found;
 }
 
-// Thread block b samples the position of logits row first_row + b (a masked or an edit
-// candidate), if it has one.
-__global__ void __launch_bounds__(kSampleThreads, 2) sample_step_positions(const StepArgs a) {
-  await_previous_kernel();
-  __shared__ SampleShared sm;
-  const int64_t k = a.first_row + blockIdx.x;
+// The row (index into a.rows) and block position that logits row k samples, or position -1
+// (padding, a row whose slot is out of range, or one whose logits rows overlap the next: the
+// commit kernel reports those); every thread gets it.
+struct RowPosition {
+  int row;
+  int position;
+};
+template <int kThreads, typename Scan>
+__device__ RowPosition logits_row_position(const StepArgs& a, int64_t k, Scan& scan_storage, int& found) {
   // Its row is the last one starting at or before it (rows list their logits rows in order).
   int i = -1;
   for (int lo = 0, hi = a.num_rows - 1; lo <= hi;) {
@@ -131,18 +139,60 @@ __global__ void __launch_bounds__(kSampleThreads, 2) sample_step_positions(const
       hi = mid - 1;
     }
   }
-  if (i < 0) return;
-  const StepRow r = a.rows[i];
-  if (r.slot < 0 || r.slot >= a.num_slots) return;  // the commit kernel reports it
-  const SlotParams& p = a.params[r.slot];
+  if (i < 0) return {i, -1};
+  const StepRow& r = a.rows[i];
+  if (r.slot < 0 || r.slot >= a.num_slots) return {i, -1};
   const int B = a.block_length;
-  const int j = nth_sampled_position<kSampleThreads>(a.tokens + int64_t{r.slot} * B, r, B, p.mask_id, k - r.logits_row0,
-                                                     sm.scan, sm.position);
-  if (j < 0) return;  // padding, or a row whose logits rows overlap the next (reported there)
+  const int j = nth_sampled_position<kThreads>(a.tokens + int64_t{r.slot} * B, r, B, a.params[r.slot].mask_id,
+                                               k - r.logits_row0, scan_storage, found);
+  return {i, j};
+}
+
+// Thread block b samples the position of logits row first_row + b (a masked or an edit
+// candidate), if it has one.
+__global__ void __launch_bounds__(kSampleThreads, 2) sample_step_positions(const StepArgs a) {
+  await_previous_kernel();
+  __shared__ SampleShared<SamplerShared> sm;
+  const RowPosition at = logits_row_position<kSampleThreads>(a, a.first_row + blockIdx.x, sm.scan, sm.position);
+  if (at.position < 0) return;
+  const StepRow r = a.rows[at.row];
+  const SlotParams& p = a.params[r.slot];
   const uint32_t* seen = p.repetition_penalty != 1.0f ? a.seen + int64_t{r.slot} * a.seen_words : nullptr;
   const float* logits = a.logits + int64_t{blockIdx.x} * a.vocab;
-  const PositionSample c = sample_position(logits, a.vocab, p, seen, r.position0 + j, r.global_step, sm.sampler);
-  if (threadIdx.x == 0) a.samples[int64_t{r.slot} * B + j] = c;
+  const PositionSample c =
+      sample_position(logits, a.vocab, p, seen, r.position0 + at.position, r.global_step, sm.sampler);
+  if (threadIdx.x == 0) a.samples[int64_t{r.slot} * a.block_length + at.position] = c;
+}
+
+// Thread block b reduces logits row first_row + b, the ids [vocab0, vocab0 + slice) of this
+// rank's LM head, to its VocabPart parts[b] (zeroed before), if the row has a position.
+__global__ void __launch_bounds__(kSampleThreads, 2)
+    sample_step_vocab_parts(const StepArgs a, int vocab0, int slice, VocabPart* parts) {
+  await_previous_kernel();
+  __shared__ SampleShared<VocabPartShared> sm;
+  const RowPosition at = logits_row_position<kSampleThreads>(a, a.first_row + blockIdx.x, sm.scan, sm.position);
+  if (at.position < 0) return;
+  const StepRow r = a.rows[at.row];
+  const SlotParams& p = a.params[r.slot];
+  const uint32_t* seen = p.repetition_penalty != 1.0f ? a.seen + int64_t{r.slot} * a.seen_words : nullptr;
+  sample_vocab_part(a.logits + int64_t{blockIdx.x} * slice, slice, vocab0, a.vocab, p, seen, r.position0 + at.position,
+                    r.global_step, sm.sampler, parts + blockIdx.x);
+}
+
+constexpr int kCombineThreads = 128;  // they find the position; one thread combines
+
+// Thread block b samples the position of logits row first_row + b from every rank's part of it
+// (parts[rank * logits_rows + b]).
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_step_vocab_parts(const StepArgs a, const VocabPart* parts, int ranks) {
+  await_previous_kernel();
+  __shared__ cub::BlockScan<int, kCombineThreads>::TempStorage scan;
+  __shared__ int position;
+  const RowPosition at = logits_row_position<kCombineThreads>(a, a.first_row + blockIdx.x, scan, position);
+  if (at.position < 0 || threadIdx.x != 0) return;
+  const StepRow r = a.rows[at.row];
+  a.samples[int64_t{r.slot} * a.block_length + at.position] = combine_vocab_parts(
+      parts + blockIdx.x, a.logits_rows, ranks, a.params[r.slot], a.vocab, r.position0 + at.position, r.global_step);
 }
 
 // The positions of row r with logits rows (has_logits_row).
@@ -368,6 +418,61 @@ void CudaBackend::sample_positions(const Tensor& logits, int64_t first_row, cons
   a.logits_rows = logits.dim(0);
   launch_kernel("sample_step_positions", sample_step_positions, static_cast<unsigned>(logits.dim(0)), kSampleThreads, 0,
                 stream(), a);
+}
+
+void CudaBackend::sample_vocab_parts(const Tensor& logits, int vocab0, int64_t first_row, const Tensor& rows,
+                                     int num_rows, DecodeState& st, Tensor& parts, int rank) {
+  throw_decode_fault();
+  const int V = st.vocab;
+  check_tensor(logits, "sample_vocab_parts", "logits", DType::F32, {-1, -1});
+  const int64_t R = logits.dim(0), n = logits.dim(1);
+  JET_CHECK(vocab0 >= 0 && n >= 1 && vocab0 + n <= V, "sample_vocab_parts: ids [", vocab0, ", ", vocab0 + n,
+            ") are not a slice of the vocabulary of ", V);
+  check_tensor(parts, "sample_vocab_parts", "parts", DType::F32, {-1, R, kVocabPartFloats});
+  JET_CHECK(rank >= 0 && rank < parts.dim(0), "sample_vocab_parts: rank ", rank, " of ", parts.dim(0));
+  JET_CHECK(first_row >= 0, "sample_vocab_parts: negative first logits row ", first_row);
+  JET_CHECK(R <= INT32_MAX, "sample_vocab_parts: ", R, " logits rows in one call");
+  check_rows("sample_vocab_parts", rows, num_rows);
+  if (parts.numel() > 0) JET_CUDA_CHECK(cudaMemsetAsync(parts.data, 0, parts.nbytes(), stream()));
+  if (num_rows == 0 || R == 0) return;
+  StepArgs a = step_args(rows, num_rows, st);
+  a.logits = logits.ptr<float>();
+  a.first_row = first_row;
+  a.logits_rows = R;
+  launch_kernel("sample_step_vocab_parts", sample_step_vocab_parts, static_cast<unsigned>(R), kSampleThreads, 0,
+                stream(), a, vocab0, static_cast<int>(n), parts.ptr<VocabPart>() + rank * R);
+}
+
+void CudaBackend::combine_vocab_parts(const Tensor& parts, int64_t first_row, const Tensor& rows, int num_rows,
+                                      DecodeState& st) {
+  throw_decode_fault();
+  check_tensor(parts, "combine_vocab_parts", "parts", DType::F32, {-1, -1, kVocabPartFloats});
+  const int64_t ranks = parts.dim(0), R = parts.dim(1);
+  JET_CHECK(ranks >= 1 && ranks <= kMaxVocabParts, "combine_vocab_parts: ", ranks, " parts, outside [1, ",
+            kMaxVocabParts, "]");
+  JET_CHECK(first_row >= 0, "combine_vocab_parts: negative first logits row ", first_row);
+  JET_CHECK(R <= INT32_MAX, "combine_vocab_parts: ", R, " logits rows in one call");
+  check_rows("combine_vocab_parts", rows, num_rows);
+  if (num_rows == 0 || R == 0) return;
+  StepArgs a = step_args(rows, num_rows, st);
+  a.first_row = first_row;
+  a.logits_rows = R;
+  launch_kernel("combine_step_vocab_parts", combine_step_vocab_parts, static_cast<unsigned>(R), kCombineThreads, 0,
+                stream(), a, static_cast<const VocabPart*>(parts.ptr<VocabPart>()), static_cast<int>(ranks));
+}
+
+void CudaBackend::place_vocab_columns(const Tensor& logits, int vocab0, Tensor& whole) {
+  check_tensor(logits, "place_vocab_columns", "logits", DType::F32, {-1, -1});
+  const int64_t R = logits.dim(0), n = logits.dim(1);
+  check_tensor(whole, "place_vocab_columns", "whole", DType::F32, {R, -1});
+  const int64_t V = whole.dim(1);
+  JET_CHECK(vocab0 >= 0 && vocab0 + n <= V, "place_vocab_columns: columns [", vocab0, ", ", vocab0 + n,
+            ") do not fit rows of ", V);
+  if (whole.numel() == 0) return;
+  JET_CUDA_CHECK(cudaMemsetAsync(whole.data, 0, whole.nbytes(), stream()));
+  if (n == 0 || R == 0) return;
+  JET_CUDA_CHECK(cudaMemcpy2DAsync(whole.ptr<float>() + vocab0, V * sizeof(float), logits.data, n * sizeof(float),
+                                   n * sizeof(float), R, cudaMemcpyDeviceToDevice, stream()));
 }
 
 void CudaBackend::commit_step(const Tensor& rows, int num_rows, int64_t num_logits, DecodeState& st) {

@@ -1,5 +1,6 @@
 // Sampling one masked block position on the GPU (docs/decoding.md §3): the device twin of
-// src/sampling/sampler.cpp, computed by one thread block. The fp32 logits row is read, never
+// src/sampling/sampler.cpp, computed by one thread block; and a tensor-parallel rank's part of
+// one (the twin of sampling/vocab_parts.cpp's sample_vocab_part). The fp32 logits row is read, never
 // copied or modified: one pass for the maximum, one for the softmax sums, the kept set's passes
 // when top-k / top-p apply (kept_set_cut.cuh), one for the Gumbel-max draw. Probabilities are
 // recomputed per pass with the CPU's fp32 formula; the Gumbel scores are float64 like the CPU's.
@@ -12,6 +13,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/kept_set_cut.cuh"
 #include "sampling/rng.h"
+#include "sampling/vocab_parts.h"
 
 namespace jet::cuda {
 
@@ -34,11 +36,16 @@ struct SampledRow {
   float temperature;
   float max_scaled = 0.0f;  // the largest logit / temperature
   float inv_sum = 0.0f;     // 1 / sum of exp(z)
+  int32_t id0 = 0;          // the vocabulary id of logits[0] (a tensor-parallel rank's slice starts there)
 
-  // The raw logit of `id` as §3 adjusts it: the mask id at -inf, the penalty on seen ids.
+  // The raw logit of row index `id` as §3 adjusts it: the mask id at -inf, the penalty on seen
+  // ids (mask_id and seen are the whole vocabulary's).
   __device__ float adjusted(int32_t id, float raw) const {
-    float l = id == mask_id ? -INFINITY : raw;
-    if (seen != nullptr && ((__ldg(seen + (id >> 5)) >> (id & 31)) & 1u)) l = l > 0 ? l / penalty : l * penalty;
+    const int32_t vocab_id = id0 + id;
+    float l = vocab_id == mask_id ? -INFINITY : raw;
+    if (seen != nullptr && ((__ldg(seen + (vocab_id >> 5)) >> (vocab_id & 31)) & 1u)) {
+      l = l > 0 ? l / penalty : l * penalty;
+    }
     return l;
   }
   __device__ float logit(int32_t id) const { return adjusted(id, __ldg(logits + id)); }
@@ -179,7 +186,8 @@ __device__ inline double key_score(unsigned long long key) {
 }
 
 // argmax over the kept ids (order key >= cut) of ln(p_i) + g_i, g_i = -ln(-ln(u_i)), in float64,
-// lowest id on ties. Most ids need no logarithm: id i beats score b only if u_i > exp(-p_i e^-b)
+// lowest id on ties, with its score; u_i is lane id0 + i of rng_prefix. Most ids need no logarithm: id i beats score b
+// only if u_i > exp(-p_i e^-b)
 // >= 1 - p_i e^-b, so an id whose draw falls below 1 - p_i e^-b (minus a margin far above the
 // rounding of the logs) scores below b. b is the best score any thread of the block has found so
 // far (the shared bar, raised with atomicMax): such an id cannot be the block's winner, whose
@@ -188,8 +196,8 @@ __device__ inline double key_score(unsigned long long key) {
 // at different ids, the warp ran about 32 times as many, which doubled a sampled step's time.
 // `fallback` is the answer when no id has a positive probability
 // (NaN rows).
-__device__ inline int32_t gumbel_max(const SampledRow& row, int V, uint64_t cut, uint64_t rng_prefix, int32_t fallback,
-                                     SamplerShared& sm) {
+__device__ inline Scored gumbel_max(const SampledRow& row, int V, uint64_t cut, uint64_t rng_prefix, int32_t fallback,
+                                    SamplerShared& sm) {
   constexpr double kSkipMargin = 1e-12;
   if (threadIdx.x == 0) sm.gumbel_bar = score_key(-INFINITY);
   __syncthreads();
@@ -203,7 +211,7 @@ __device__ inline int32_t gumbel_max(const SampledRow& row, int V, uint64_t cut,
       bar = now;
       win_scale = exp(-key_score(bar));
     }
-    const double u = uniform_lane(rng_prefix, static_cast<uint64_t>(id));
+    const double u = uniform_lane(rng_prefix, static_cast<uint64_t>(row.id0 + id));
     if (u < 1.0 - static_cast<double>(prob) * win_scale - kSkipMargin) return;
     const double score = log(static_cast<double>(prob)) - log(-log(u));
     if (score > best.score || (score == best.score && id < best.id)) {
@@ -212,7 +220,43 @@ __device__ inline int32_t gumbel_max(const SampledRow& row, int V, uint64_t cut,
     }
   });
   const Scored winner = reduce_to_all(best, ScoredMaxOp{}, sm.reduce.scored, sm.scored);
-  return winner.id == INT32_MAX ? fallback : winner.id;
+  return winner.id == INT32_MAX ? Scored{-INFINITY, fallback} : winner;
+}
+
+// The largest adjusted logit of the row, lowest id on ties: the greedy token and the softmax
+// shift. An all-NaN row gives id 0, as the CPU's argmax does.
+__device__ inline ArgMax largest_logit(const SampledRow& row, int V, SamplerShared& sm) {
+  ArgMax local{-INFINITY, V};
+  row.for_each_logit(V, [&](int32_t id, float l) { local = ArgMaxOp{}(local, {l, id}); });
+  ArgMax top = reduce_to_all(local, ArgMaxOp{}, sm.reduce.argmax, sm.argmax);
+  if (top.id >= V) top.id = 0;
+  return top;
+}
+
+// The softmax sums of the row shifted by the scaled logit of `top`; sets row.max_scaled and
+// row.inv_sum, after which row(id) is a probability.
+__device__ inline SoftmaxSums softmax_sums(SampledRow& row, int V, const ArgMax& top, SamplerShared& sm) {
+  row.max_scaled = row.scaled(row.logit(top.id));
+  SoftmaxSums local{0.0, 0.0, 0.0f, 0.0f};
+  row.for_each_logit(V, [&](int32_t, float l) {
+    const float z = row.z(l);
+    const float e = expf(z);
+    local.sum += e;
+    if (e > 0.0f) local.weighted_z += static_cast<double>(e) * z;  // skips -inf (masked) entries
+    if (e > local.e1) {
+      local.e2 = local.e1;
+      local.e1 = e;
+    } else if (e > local.e2) {
+      local.e2 = e;
+    }
+  });
+  const SoftmaxSums sums = reduce_to_all(local, AddSoftmaxSums{}, sm.reduce.sums, sm.sums);
+  row.inv_sum = static_cast<float>(1.0 / sums.sum);
+  return sums;
+}
+
+__device__ inline float entropy_of(const SoftmaxSums& sums) {
+  return static_cast<float>(log(sums.sum) - sums.weighted_z / sums.sum);
 }
 
 // Samples one masked position (sampler.cpp's sample_position); every thread of the block calls
@@ -221,31 +265,10 @@ __device__ inline PositionSample sample_position(const float* logits, int V, con
                                                  int32_t position, int32_t global_step, SamplerShared& sm) {
   const bool greedy = p.temperature <= 0.0f;
   SampledRow row{logits, seen, p.mask_id, p.repetition_penalty, greedy ? 1.0f : p.temperature};
-
-  // The largest logit, lowest id on ties: the greedy token and the softmax shift.
-  ArgMax local_max{-INFINITY, V};
-  row.for_each_logit(V, [&](int32_t id, float l) { local_max = ArgMaxOp{}(local_max, {l, id}); });
-  ArgMax top = reduce_to_all(local_max, ArgMaxOp{}, sm.reduce.argmax, sm.argmax);
-  if (top.id >= V) top.id = 0;  // an all-NaN row: the CPU's argmax stays at id 0 too
-  row.max_scaled = row.scaled(row.logit(top.id));
-
-  SoftmaxSums local_sums{0.0, 0.0, 0.0f, 0.0f};
-  row.for_each_logit(V, [&](int32_t, float l) {
-    const float z = row.z(l);
-    const float e = expf(z);
-    local_sums.sum += e;
-    if (e > 0.0f) local_sums.weighted_z += static_cast<double>(e) * z;  // skips -inf (masked) entries
-    if (e > local_sums.e1) {
-      local_sums.e2 = local_sums.e1;
-      local_sums.e1 = e;
-    } else if (e > local_sums.e2) {
-      local_sums.e2 = e;
-    }
-  });
-  const SoftmaxSums sums = reduce_to_all(local_sums, AddSoftmaxSums{}, sm.reduce.sums, sm.sums);
-  row.inv_sum = static_cast<float>(1.0 / sums.sum);
+  const ArgMax top = largest_logit(row, V, sm);
+  const SoftmaxSums sums = softmax_sums(row, V, top, sm);
   PositionSample c;
-  c.entropy = static_cast<float>(log(sums.sum) - sums.weighted_z / sums.sum);
+  c.entropy = entropy_of(sums);
   c.margin = V > 1 ? sums.e1 * row.inv_sum - sums.e2 * row.inv_sum : 0.0f;
 
   if (greedy) {
@@ -256,11 +279,89 @@ __device__ inline PositionSample sample_position(const float* logits, int V, con
     const uint64_t cut = kept_set_cut(row, V, p.top_k, p.top_p, sm.kept);
     const uint64_t rng_prefix =
         uniform_prefix(p.seed, static_cast<uint64_t>(position), static_cast<uint64_t>(global_step));
-    c.token = gumbel_max(row, V, cut, rng_prefix, top.id, sm);
+    c.token = gumbel_max(row, V, cut, rng_prefix, top.id, sm).id;
   }
   c.confidence = row(c.token);
   c.logprob = logf(c.confidence < 1e-12f ? 1e-12f : c.confidence);
   return c;
+}
+
+struct VocabPartShared {
+  SamplerShared sampler;
+  uint64_t candidate_key[kVocabPartCandidates];  // order_key of the slice's top-k ids, as found
+  int num_candidates;
+};
+
+// One tensor-parallel rank's part of a row (sampling/vocab_parts.cpp's sample_vocab_part):
+// `logits` holds ids [vocab0, vocab0 + n) of a V-id row. Every thread of the block calls it;
+// thread 0 writes *out, which must be zero already (the fields a part leaves unset are 0).
+__device__ inline void sample_vocab_part(const float* logits, int n, int vocab0, int V, const SlotParams& p,
+                                         const uint32_t* seen, int32_t position, int32_t global_step,
+                                         VocabPartShared& sm, VocabPart* out) {
+  const bool sampled = p.temperature > 0.0f;
+  SampledRow row{logits, seen, p.mask_id, p.repetition_penalty, sampled ? p.temperature : 1.0f};
+  row.id0 = vocab0;
+  const ArgMax top = largest_logit(row, n, sm.sampler);
+  const float greedy_logit = row.logit(top.id);
+  if (threadIdx.x == 0) {
+    out->greedy_id = static_cast<float>(vocab0 + top.id);
+    out->greedy_logit = greedy_logit;
+  }
+  if (!(greedy_logit > -INFINITY)) {  // a slice of the mask alone: nothing here can be sampled
+    if (threadIdx.x == 0) out->log_mass = -INFINITY;
+    return;
+  }
+  const SoftmaxSums sums = softmax_sums(row, n, top, sm.sampler);
+  if (threadIdx.x == 0) {
+    const double log_mass = static_cast<double>(row.max_scaled) + log(sums.sum);
+    out->log_mass = static_cast<float>(log_mass);
+    out->log_mass_low = static_cast<float>(log_mass - static_cast<float>(log_mass));
+    out->entropy = entropy_of(sums);
+    out->greedy_p = row.prob(greedy_logit);
+    out->top1_p = sums.e1 * row.inv_sum;
+    out->top2_p = sums.e2 * row.inv_sum;
+  }
+  if (!sampled) return;
+  if (p.top_k > 0 && p.top_k < V) {
+    // The slice's top_k, most probable first: the whole row's top_k lies among the slices' ones.
+    const int count = min(min(p.top_k, n), kVocabPartCandidates);
+    const uint64_t cut = kept_set_cut(row, n, count, 1.0f, sm.sampler.kept);
+    if (threadIdx.x == 0) sm.num_candidates = 0;
+    __syncthreads();
+    row.for_each_prob(n, [&](int32_t id, float prob) {
+      const uint64_t key = order_key(prob, id);
+      if (key < cut) return;
+      const int at = atomicAdd(&sm.num_candidates, 1);
+      if (at < kVocabPartCandidates) sm.candidate_key[at] = key;
+    });
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const int found = min(sm.num_candidates, kVocabPartCandidates);
+      uint64_t* keys = sm.candidate_key;
+      for (int k = 1; k < found; ++k) {  // insertion sort, larger key (earlier in the order) first
+        const uint64_t key = keys[k];
+        int at = k;
+        for (; at > 0 && keys[at - 1] < key; --at) keys[at] = keys[at - 1];
+        keys[at] = key;
+      }
+      out->candidates = static_cast<float>(found);
+      for (int k = 0; k < found; ++k) {
+        out->candidate_id[k] = static_cast<float>(vocab0 + static_cast<int32_t>(~static_cast<uint32_t>(keys[k])));
+        out->candidate_p[k] = __uint_as_float(static_cast<uint32_t>(keys[k] >> 32));
+      }
+    }
+    return;
+  }
+  const uint64_t rng_prefix =
+      uniform_prefix(p.seed, static_cast<uint64_t>(position), static_cast<uint64_t>(global_step));
+  const Scored draw = gumbel_max(row, n, 0, rng_prefix, top.id, sm.sampler);
+  const float draw_p = row(draw.id);
+  if (threadIdx.x == 0) {
+    out->draw_id = static_cast<float>(vocab0 + draw.id);
+    out->draw_p = draw_p;
+    out->draw_score = static_cast<float>(draw.score);
+    out->draw_score_low = static_cast<float>(draw.score - static_cast<float>(draw.score));
+  }
 }
 
 }  // namespace jet::cuda
