@@ -1,10 +1,10 @@
 // Sampling a logits row split by vocabulary over tensor-parallel ranks (docs/tensor_parallel.md):
 // each rank holds the logits of its slice of the vocabulary, reduces them to a VocabPart (its
 // slice's log-mass, entropy, argmax, top two, Gumbel-max winner and top-k candidates), the ranks
-// exchange the parts, and every rank combines them into the same PositionSample (on the CPU
-// backend here; the CUDA backend has a device twin of sample_vocab_part and this combine). Only what
+// exchange the parts, and every rank combines them into the same PositionSample. Only what
 // sampling needs travels, not the rows; top_p without a top_k the parts can carry needs the
-// whole rows instead (needs_whole_rows).
+// whole rows instead (needs_whole_rows). sample_vocab_part is the CPU's (the CUDA backend has its
+// device twin, decode_sampler.cuh); combine_vocab_parts is both backends'.
 #pragma once
 
 #include <cmath>

@@ -3,12 +3,13 @@
 // positions with logits rows before it) and samples it (decode_sampler.cuh) into the decode
 // state's samples; with the LM head split by vocabulary over tensor-parallel ranks,
 // sample_vocab_parts reduces each row to this rank's part and combine_vocab_parts samples from
-// every rank's parts instead (place_vocab_columns puts whole rows together when a draw needs them). commit_step: one
-// thread block per row rewrites the committed positions its samples edit (token editing), gathers its block's masked
-// candidates in position order with their ranking keys, ranks them with the step's strategy
-// (sampling/remasking_rules.h, the rules the CPU backend uses too) and commits the chosen ones; any block length, its
-// working space the decode state's ranking tensor. Nothing waits for the device: rows are validated there, and a bad
-// row is skipped and reported by the next denoise-step call (see RowFault).
+// every rank's parts instead (place_vocab_columns puts whole rows together when a draw needs
+// them). commit_step: one thread block per row rewrites the committed positions its samples edit
+// (token editing), gathers its block's masked candidates in position order with their ranking
+// keys, ranks them with the step's strategy (sampling/remasking_rules.h, the rules the CPU backend
+// uses too) and commits the chosen ones; any block length, its working space the decode state's
+// ranking tensor. Nothing waits for the device: rows are validated there, and a bad row is skipped
+// and reported by the next denoise-step call (see RowFault).
 #include <cstdint>
 #include <cub/block/block_scan.cuh>
 #include <string>

@@ -186,16 +186,15 @@ __device__ inline double key_score(unsigned long long key) {
 }
 
 // argmax over the kept ids (order key >= cut) of ln(p_i) + g_i, g_i = -ln(-ln(u_i)), in float64,
-// lowest id on ties, with its score; u_i is lane id0 + i of rng_prefix. Most ids need no logarithm: id i beats score b
-// only if u_i > exp(-p_i e^-b)
-// >= 1 - p_i e^-b, so an id whose draw falls below 1 - p_i e^-b (minus a margin far above the
-// rounding of the logs) scores below b. b is the best score any thread of the block has found so
-// far (the shared bar, raised with atomicMax): such an id cannot be the block's winner, whose
-// score is at least every bar, and a tie with the bar is never skipped. A bar per thread instead
-// left each thread about ln(V / threads) + 1 logarithms, and as the threads of a warp reach them
-// at different ids, the warp ran about 32 times as many, which doubled a sampled step's time.
-// `fallback` is the answer when no id has a positive probability
-// (NaN rows).
+// lowest id on ties, with its score; u_i is lane id0 + i of rng_prefix. Most ids need no
+// logarithm: id i beats score b only if u_i > exp(-p_i e^-b) >= 1 - p_i e^-b, so an id whose
+// draw falls below 1 - p_i e^-b (minus a margin far above the rounding of the logs) scores below
+// b. b is the best score any thread of the block has found so far (the shared bar, raised with
+// atomicMax): such an id cannot be the block's winner, whose score is at least every bar, and a
+// tie with the bar is never skipped. A bar per thread instead left each thread about
+// ln(V / threads) + 1 logarithms, and as the threads of a warp reach them at different ids, the
+// warp ran about 32 times as many, which doubled a sampled step's time. `fallback` is the answer
+// when no id has a positive probability (NaN rows).
 __device__ inline Scored gumbel_max(const SampledRow& row, int V, uint64_t cut, uint64_t rng_prefix, int32_t fallback,
                                     SamplerShared& sm) {
   constexpr double kSkipMargin = 1e-12;
