@@ -426,6 +426,40 @@ TEST(ModelConfig, ReadsEfficientDlmByItsArchitecture) {
                {"architectures names EfficientDLM, whose model_type is 'qwen3', but model_type is 'sdar'"});
 }
 
+TEST(ModelConfig, ReadsEfficientDlmsPublishedKeysAndRefusesTheSwitchesItDoesNotImplement) {
+  // nvidia/Efficient-DLM-4B's config.json has its training code's switches beside Qwen3's keys.
+  Json config = without(without(sdar_4b_config(), "block_size"), "mask_token_id");
+  config["model_type"] = "qwen3";
+  config["architectures"] = {"EfficientDLM"};
+  for (const auto& [key, value] : std::vector<std::pair<std::string, Json>>{{"adaptive_mask_rate", false},
+                                                                            {"attn_implementation", "sdpa"},
+                                                                            {"block_size", 32},
+                                                                            {"diff_loss_weight", 1},
+                                                                            {"disable_qk_norm", false},
+                                                                            {"dlm_arch", "encoder"},
+                                                                            {"dlm_paradigm", "bidirectional"},
+                                                                            {"dlm_type", "llada"},
+                                                                            {"enforce_mask", false},
+                                                                            {"intl_mask", false},
+                                                                            {"mask_token_id", 151662},
+                                                                            {"multi_sampling", nullptr},
+                                                                            {"num_ar_layers", 0},
+                                                                            {"num_diffusion_layers", 0},
+                                                                            {"prefix_ratio", 0.8},
+                                                                            {"random_length_prob", 0},
+                                                                            {"tok_mask_half_life_ratio", nullptr},
+                                                                            {"use_cache", false}}) {
+    config[key] = value;
+  }
+  const ModelConfig c = load(config);
+  EXPECT_EQ(c.family, ModelFamily::EFFICIENT_DLM);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.block_size, 32);
+  expect_error([&] { load(with(config, "disable_qk_norm", true)); }, {"disable_qk_norm = true", "not supported"});
+  expect_error([&] { load(with(config, "num_ar_layers", 4)); }, {"num_ar_layers = 4", "not supported"});
+  expect_error([&] { load(with(config, "num_diffusion_layers", 8)); }, {"num_diffusion_layers = 8", "not supported"});
+}
+
 TEST(ModelConfig, RefusesWhatQwen2FamiliesDoNotImplement) {
   expect_error([] { load(with(fast_dllm_v2_7b_config(), "use_sliding_window", true)); },
                {"use_sliding_window = true", "not supported"});

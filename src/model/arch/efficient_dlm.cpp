@@ -13,6 +13,17 @@ namespace {
 constexpr int64_t kBlockSize = 32;
 constexpr int64_t kMaskId = 151662;
 
+// Its config.json carries the training code's switches beside Qwen3's keys; the published
+// checkpoints set these three so, and the other values change the network: without q/k norm, or
+// with layers split into autoregressive and diffusion ones.
+std::vector<FixedKey> fixed_keys() {
+  std::vector<FixedKey> keys = qwen3_fixed_keys();
+  keys.push_back({"disable_qk_norm", {false}});
+  keys.push_back({"num_ar_layers", {0}});
+  keys.push_back({"num_diffusion_layers", {0}});
+  return keys;
+}
+
 void read(const JsonObject& config, ModelConfig& c) {
   read_qwen3_keys(config, c);  // SDAR's defaults for the block size and mask id, replaced here
   c.block_size = positive_int(config, "block_size", kBlockSize);
@@ -28,7 +39,7 @@ const Architecture& efficient_dlm_architecture() {
       .hf_architecture = "EfficientDLM",
       .family = ModelFamily::EFFICIENT_DLM,
       .read = read,
-      .fixed_keys = qwen3_fixed_keys(),
+      .fixed_keys = fixed_keys(),
       .names = qwen3_names(),
       .default_eos_ids = {151645, 151643},
       .model_type_is_base = true,
