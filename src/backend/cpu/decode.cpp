@@ -13,6 +13,7 @@
 #include "sampling/remasking_rules.h"
 #include "sampling/rng.h"
 #include "sampling/sampler.h"
+#include "backend/vocab_part_checks.h"
 #include "sampling/vocab_parts.h"
 
 namespace jet::cpu {
@@ -139,13 +140,8 @@ void CpuBackend::sample_positions(const Tensor& logits, int64_t first_row, const
 void CpuBackend::sample_vocab_parts(const Tensor& logits, int vocab0, int64_t first_row, const Tensor& rows_bytes,
                                     int num_rows, DecodeState& st, Tensor& parts, int rank) {
   const int V = st.vocab;
-  check_tensor(logits, "sample_vocab_parts", "logits", DType::F32, {-1, -1});
+  check_sample_vocab_parts(logits, vocab0, V, first_row, parts, rank);
   const int64_t R = logits.dim(0), n = logits.dim(1);
-  JET_CHECK(vocab0 >= 0 && n >= 1 && vocab0 + n <= V, "sample_vocab_parts: ids [", vocab0, ", ", vocab0 + n,
-            ") are not a slice of the vocabulary of ", V);
-  check_tensor(parts, "sample_vocab_parts", "parts", DType::F32, {-1, R, kVocabPartFloats});
-  JET_CHECK(rank >= 0 && rank < parts.dim(0), "sample_vocab_parts: rank ", rank, " of ", parts.dim(0));
-  JET_CHECK(first_row >= 0, "sample_vocab_parts: negative first logits row ", first_row);
   const std::vector<StepRow> rows = step_rows("sample_vocab_parts", rows_bytes, num_rows);
   validate_rows("sample_vocab_parts", rows, st, -1);
   const SlotParams* params = st.params.ptr<SlotParams>();
@@ -170,11 +166,8 @@ void CpuBackend::sample_vocab_parts(const Tensor& logits, int vocab0, int64_t fi
 void CpuBackend::combine_vocab_parts(const Tensor& parts, int64_t first_row, const Tensor& rows_bytes, int num_rows,
                                      DecodeState& st) {
   const int B = st.block_length;
-  check_tensor(parts, "combine_vocab_parts", "parts", DType::F32, {-1, -1, kVocabPartFloats});
+  check_combine_vocab_parts(parts, first_row);
   const int64_t ranks = parts.dim(0), R = parts.dim(1);
-  JET_CHECK(ranks >= 1 && ranks <= kMaxVocabParts, "combine_vocab_parts: ", ranks, " parts, outside [1, ",
-            kMaxVocabParts, "]");
-  JET_CHECK(first_row >= 0, "combine_vocab_parts: negative first logits row ", first_row);
   const std::vector<StepRow> rows = step_rows("combine_vocab_parts", rows_bytes, num_rows);
   validate_rows("combine_vocab_parts", rows, st, -1);
   const SlotParams* params = st.params.ptr<SlotParams>();
@@ -191,12 +184,8 @@ void CpuBackend::combine_vocab_parts(const Tensor& parts, int64_t first_row, con
 }
 
 void CpuBackend::place_vocab_columns(const Tensor& logits, int vocab0, Tensor& whole) {
-  check_tensor(logits, "place_vocab_columns", "logits", DType::F32, {-1, -1});
-  const int64_t R = logits.dim(0), n = logits.dim(1);
-  check_tensor(whole, "place_vocab_columns", "whole", DType::F32, {R, -1});
-  const int64_t V = whole.dim(1);
-  JET_CHECK(vocab0 >= 0 && vocab0 + n <= V, "place_vocab_columns: columns [", vocab0, ", ", vocab0 + n,
-            ") do not fit rows of ", V);
+  check_place_vocab_columns(logits, vocab0, whole);
+  const int64_t R = logits.dim(0), n = logits.dim(1), V = whole.dim(1);
   std::fill_n(whole.ptr<float>(), whole.numel(), 0.0f);
   for (int64_t row = 0; row < R; ++row) {
     std::copy_n(logits.ptr<float>() + row * n, n, whole.ptr<float>() + row * V + vocab0);

@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/decode_sampler.cuh"
 #include "backend/cuda/kernel_util.cuh"
+#include "backend/vocab_part_checks.h"
 #include "sampling/remasking_rules.h"
 #include "sampling/rng.h"
 #include "sampling/vocab_parts.h"
@@ -149,6 +150,12 @@ __device__ RowPosition logits_row_position(const StepArgs& a, int64_t k, Scan& s
   return {i, j};
 }
 
+// The repetition-penalty bitmap of a slot's seen ids, or null when its penalty is 1 (the
+// samplers then skip the lookup).
+__device__ const uint32_t* penalty_bitmap(const StepArgs& a, int32_t slot) {
+  return a.params[slot].repetition_penalty != 1.0f ? a.seen + int64_t{slot} * a.seen_words : nullptr;
+}
+
 // Thread block b samples the position of logits row first_row + b (a masked or an edit
 // candidate), if it has one.
 __global__ void __launch_bounds__(kSampleThreads, 2) sample_step_positions(const StepArgs a) {
@@ -158,10 +165,9 @@ __global__ void __launch_bounds__(kSampleThreads, 2) sample_step_positions(const
   if (at.position < 0) return;
   const StepRow r = a.rows[at.row];
   const SlotParams& p = a.params[r.slot];
-  const uint32_t* seen = p.repetition_penalty != 1.0f ? a.seen + int64_t{r.slot} * a.seen_words : nullptr;
   const float* logits = a.logits + int64_t{blockIdx.x} * a.vocab;
-  const PositionSample c =
-      sample_position(logits, a.vocab, p, seen, r.position0 + at.position, r.global_step, sm.sampler);
+  const PositionSample c = sample_position(logits, a.vocab, p, penalty_bitmap(a, r.slot), r.position0 + at.position,
+                                           r.global_step, sm.sampler);
   if (threadIdx.x == 0) a.samples[int64_t{r.slot} * a.block_length + at.position] = c;
 }
 
@@ -174,10 +180,9 @@ __global__ void __launch_bounds__(kSampleThreads, 2)
   const RowPosition at = logits_row_position<kSampleThreads>(a, a.first_row + blockIdx.x, sm.scan, sm.position);
   if (at.position < 0) return;
   const StepRow r = a.rows[at.row];
-  const SlotParams& p = a.params[r.slot];
-  const uint32_t* seen = p.repetition_penalty != 1.0f ? a.seen + int64_t{r.slot} * a.seen_words : nullptr;
-  sample_vocab_part(a.logits + int64_t{blockIdx.x} * slice, slice, vocab0, a.vocab, p, seen, r.position0 + at.position,
-                    r.global_step, sm.sampler, parts + blockIdx.x);
+  sample_vocab_part(a.logits + int64_t{blockIdx.x} * slice, slice, vocab0, a.vocab, a.params[r.slot],
+                    penalty_bitmap(a, r.slot), r.position0 + at.position, r.global_step, sm.sampler,
+                    parts + blockIdx.x);
 }
 
 constexpr int kCombineThreads = 128;  // they find the position; one thread combines
@@ -424,14 +429,8 @@ void CudaBackend::sample_positions(const Tensor& logits, int64_t first_row, cons
 void CudaBackend::sample_vocab_parts(const Tensor& logits, int vocab0, int64_t first_row, const Tensor& rows,
                                      int num_rows, DecodeState& st, Tensor& parts, int rank) {
   throw_decode_fault();
-  const int V = st.vocab;
-  check_tensor(logits, "sample_vocab_parts", "logits", DType::F32, {-1, -1});
+  check_sample_vocab_parts(logits, vocab0, st.vocab, first_row, parts, rank);
   const int64_t R = logits.dim(0), n = logits.dim(1);
-  JET_CHECK(vocab0 >= 0 && n >= 1 && vocab0 + n <= V, "sample_vocab_parts: ids [", vocab0, ", ", vocab0 + n,
-            ") are not a slice of the vocabulary of ", V);
-  check_tensor(parts, "sample_vocab_parts", "parts", DType::F32, {-1, R, kVocabPartFloats});
-  JET_CHECK(rank >= 0 && rank < parts.dim(0), "sample_vocab_parts: rank ", rank, " of ", parts.dim(0));
-  JET_CHECK(first_row >= 0, "sample_vocab_parts: negative first logits row ", first_row);
   JET_CHECK(R <= INT32_MAX, "sample_vocab_parts: ", R, " logits rows in one call");
   check_rows("sample_vocab_parts", rows, num_rows);
   if (parts.numel() > 0) JET_CUDA_CHECK(cudaMemsetAsync(parts.data, 0, parts.nbytes(), stream()));
@@ -447,11 +446,8 @@ void CudaBackend::sample_vocab_parts(const Tensor& logits, int vocab0, int64_t f
 void CudaBackend::combine_vocab_parts(const Tensor& parts, int64_t first_row, const Tensor& rows, int num_rows,
                                       DecodeState& st) {
   throw_decode_fault();
-  check_tensor(parts, "combine_vocab_parts", "parts", DType::F32, {-1, -1, kVocabPartFloats});
+  check_combine_vocab_parts(parts, first_row);
   const int64_t ranks = parts.dim(0), R = parts.dim(1);
-  JET_CHECK(ranks >= 1 && ranks <= kMaxVocabParts, "combine_vocab_parts: ", ranks, " parts, outside [1, ",
-            kMaxVocabParts, "]");
-  JET_CHECK(first_row >= 0, "combine_vocab_parts: negative first logits row ", first_row);
   JET_CHECK(R <= INT32_MAX, "combine_vocab_parts: ", R, " logits rows in one call");
   check_rows("combine_vocab_parts", rows, num_rows);
   if (num_rows == 0 || R == 0) return;
@@ -463,12 +459,8 @@ void CudaBackend::combine_vocab_parts(const Tensor& parts, int64_t first_row, co
 }
 
 void CudaBackend::place_vocab_columns(const Tensor& logits, int vocab0, Tensor& whole) {
-  check_tensor(logits, "place_vocab_columns", "logits", DType::F32, {-1, -1});
-  const int64_t R = logits.dim(0), n = logits.dim(1);
-  check_tensor(whole, "place_vocab_columns", "whole", DType::F32, {R, -1});
-  const int64_t V = whole.dim(1);
-  JET_CHECK(vocab0 >= 0 && vocab0 + n <= V, "place_vocab_columns: columns [", vocab0, ", ", vocab0 + n,
-            ") do not fit rows of ", V);
+  check_place_vocab_columns(logits, vocab0, whole);
+  const int64_t R = logits.dim(0), n = logits.dim(1), V = whole.dim(1);
   if (whole.numel() == 0) return;
   JET_CUDA_CHECK(cudaMemsetAsync(whole.data, 0, whole.nbytes(), stream()));
   if (n == 0 || R == 0) return;
